@@ -1,0 +1,118 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// baseOpts are the franz-go options every client of the store shares:
+// seeds, timeouts, TLS, SASL and logging.
+func baseOpts(cfg Config) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RequestTimeoutOverhead(cfg.RequestTimeout),
+		kgo.RetryTimeout(cfg.RequestTimeout),
+		kgo.RetryBackoffFn(func(int) time.Duration { return cfg.RetryBackoff }),
+		kgo.WithLogger(slogAdapter{cfg.Logger}),
+		kgo.MetadataMinAge(100 * time.Millisecond),
+	}
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout}
+	if cfg.TLS != nil {
+		tc, err := tlsConfig(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		td := &tls.Dialer{NetDialer: dialer, Config: tc}
+		opts = append(opts, kgo.Dialer(td.DialContext))
+	} else {
+		opts = append(opts, kgo.Dialer(dialer.DialContext))
+	}
+	if cfg.SASL != nil {
+		opts = append(opts, kgo.SASL(saslMechanism(cfg.SASL)))
+	}
+	return opts, nil
+}
+
+func tlsConfig(t *TLSConfig) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka config: TLS.CAFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka config: TLS.CAFile: %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka config: TLS.CertFile/KeyFile: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func saslMechanism(s *SASLConfig) sasl.Mechanism {
+	switch s.Mechanism {
+	case SASLScramSHA256:
+		return scram.Auth{User: s.Username, Pass: string(s.Password)}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: s.Username, Pass: string(s.Password)}.AsSha512Mechanism()
+	default:
+		return plain.Auth{User: s.Username, Pass: string(s.Password)}.AsMechanism()
+	}
+}
+
+// compressionCodec maps Config.Compression to franz-go's codec.
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.NoCompression(), fmt.Errorf("%q is not one of none, gzip, snappy, lz4, zstd", name)
+}
+
+// slogAdapter sends franz-go's logs to slog, one level down (franz-go's
+// info is chatty for a library).
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Level() kgo.LogLevel {
+	if a.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelWarn
+}
+
+func (a slogAdapter) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		l = slog.LevelError
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	}
+	a.l.Log(context.Background(), l, "franz-go: "+msg, keyvals...)
+}

@@ -1,0 +1,81 @@
+package kafka
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kwal/kwal/logstore/kafka/worker"
+)
+
+// metrics are the store's Prometheus collectors (prefix kwal_). The index
+// registers its own (kwal_index_).
+type metrics struct {
+	worker        *worker.Metrics
+	appendLatency prometheus.Histogram
+	entriesRead   *prometheus.CounterVec // namespace
+	bytesRead     *prometheus.CounterVec // namespace; entry data yielded
+	fetchedBytes  *prometheus.CounterVec // namespace, mode (indexed, scan); record batch bytes fetched
+	skipped       *prometheus.CounterVec // kind: other_region, duplicate, orphan, incomplete, corrupt, foreign, before_start
+	fetchLatency  prometheus.Histogram
+	fetches       *prometheus.CounterVec // mode
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		worker: worker.NewMetrics(),
+		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_append_latency_seconds", Help: "AppendBatch latency, from the call to the acknowledgement of all its entries.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		entriesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_read_entries_total", Help: "Entries yielded by reads, per namespace.",
+		}, []string{"namespace"}),
+		bytesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_read_bytes_total", Help: "Entry data bytes yielded by reads, per namespace.",
+		}, []string{"namespace"}),
+		fetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_read_fetched_bytes_total", Help: "Record batch bytes fetched by reads, per namespace and mode (indexed, scan).",
+		}, []string{"namespace", "mode"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_read_skipped_records_total", Help: "Records fetched but not yielded, by kind (other_region, duplicate, orphan, incomplete, corrupt, foreign, before_start).",
+		}, []string{"kind"}),
+		fetchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_fetch_latency_seconds", Help: "Latency of one fetch request of a read.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_read_fetches_total", Help: "Fetch requests issued by reads, by mode (indexed, scan).",
+		}, []string{"mode"}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return append(m.worker.Collectors(), m.appendLatency, m.entriesRead, m.bytesRead, m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches)
+}
+
+func (m *metrics) register(r prometheus.Registerer) error {
+	if r == nil {
+		return nil
+	}
+	var done []prometheus.Collector
+	for _, c := range m.collectors() {
+		if err := r.Register(c); err != nil {
+			for _, d := range done {
+				r.Unregister(d)
+			}
+			return fmt.Errorf("kwal: register metrics (one registerer per store): %w", err)
+		}
+		done = append(done, c)
+	}
+	return nil
+}
+
+func (m *metrics) unregister(r prometheus.Registerer) {
+	if r == nil {
+		return
+	}
+	for _, c := range m.collectors() {
+		r.Unregister(c)
+	}
+}

@@ -1,0 +1,416 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// ReadOptions tune one read (an extension of the logstore contract).
+type ReadOptions struct {
+	// NoIndex scans the whole range instead of fetching only the regions'
+	// indexed offsets.
+	NoIndex bool
+	// Stats, when set, receives the read's counters when it ends.
+	Stats *ReadStats
+}
+
+// ReadStats counts what one read fetched and yielded.
+type ReadStats struct {
+	Fetches      int   // fetch requests
+	FetchedBytes int64 // record batch bytes fetched
+	Records      int64 // records decoded
+	Entries      int64 // entries yielded
+	EntryBytes   int64 // data bytes of the entries yielded
+	ScanRanges   int   // planned ranges read by scanning
+	IndexRanges  int   // planned ranges read through the index
+}
+
+// Read yields the region's entries with ID >= from, in log order, up to the
+// log's end when the read started. See logstore.LogStore.
+func (s *LogStore) Read(ctx context.Context, namespace string, region logstore.RegionID, from logstore.EntryID) iter.Seq2[logstore.Entry, error] {
+	return s.ReadWith(ctx, namespace, map[logstore.RegionID]logstore.EntryID{region: from}, ReadOptions{})
+}
+
+// ReadRegions replays several regions of one namespace in one pass, each
+// from its own start, in log order.
+func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID) iter.Seq2[logstore.Entry, error] {
+	return s.ReadWith(ctx, namespace, from, ReadOptions{})
+}
+
+// ReadWith is ReadRegions with options. The read holds at most one fetch
+// response (<= FetchMaxBytes) plus the regions' unfinished split entries in
+// memory, whatever the topic's size. Breaking out of the loop, cancelling
+// ctx or closing the store ends it and releases everything it holds.
+func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions) iter.Seq2[logstore.Entry, error] {
+	return func(yield func(logstore.Entry, error) bool) {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			yield(logstore.Entry{}, fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed))
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.readCtx, cancel)()
+		r := &reader{s: s, topic: namespace, opts: opts, asm: record.NewAssembler(), yield: yield}
+		err := r.run(ctx, from)
+		if opts.Stats != nil {
+			*opts.Stats = r.stats
+		}
+		if err != nil && !errors.Is(err, errStop) {
+			if s.readCtx.Err() != nil && ctx.Err() != nil {
+				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
+			}
+			yield(logstore.Entry{}, err)
+		}
+	}
+}
+
+// errStop ends a read whose caller broke out of the loop.
+var errStop = errors.New("kwal: read stopped by its caller")
+
+type reader struct {
+	s     *LogStore
+	topic string
+	opts  ReadOptions
+	asm   *record.Assembler
+	yield func(logstore.Entry, error) bool
+
+	from    map[uint64]int64 // first offset wanted, per region
+	leader  int32
+	topicID [16]byte
+	end     int64
+
+	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
+	stats     ReadStats
+}
+
+func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.EntryID) error {
+	s := r.s
+	if err := validateTopic(r.topic); err != nil {
+		return err
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	if err := r.refreshLeader(ctx); err != nil {
+		return err
+	}
+	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	start, end, err := s.offsets(octx, r.topic)
+	cancel()
+	if err != nil {
+		return err
+	}
+	r.end = end
+	r.from = make(map[uint64]int64, len(from))
+	lo := end
+	for region, id := range from {
+		off := int64(0)
+		if id > 0 {
+			off = int64(id) - 1
+		}
+		if off < start {
+			return &logstore.PrunedError{Namespace: r.topic, Requested: id, FirstAvailable: logstore.EntryID(start + 1)}
+		}
+		r.from[uint64(region)] = off
+		lo = min(lo, off)
+	}
+	if lo >= end {
+		return nil
+	}
+	var plan index.Plan
+	if s.index != nil && !r.opts.NoIndex {
+		s.index.Start(r.topic, start, end)
+		plan = s.index.Plan(r.topic, r.from, end)
+	} else {
+		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
+	}
+	for _, rg := range plan.Ranges {
+		if rg.Scan {
+			r.stats.ScanRanges++
+		} else {
+			r.stats.IndexRanges++
+		}
+		if err := r.readRange(ctx, rg); err != nil {
+			return err
+		}
+	}
+	for _, d := range r.asm.Open() {
+		s.metrics.skipped.WithLabelValues("incomplete").Inc()
+		s.log.Info("kwal: entry not complete at the end of the read; not yielded",
+			"topic", r.topic, "region", d.Region, "first_offset", d.First, "last_offset", d.Last, "read_end", end)
+	}
+	return nil
+}
+
+// readRange fetches [rg.Start, rg.End) and hands every record to handle.
+func (r *reader) readRange(ctx context.Context, rg index.Range) error {
+	mode := "indexed"
+	if rg.Scan {
+		mode = "scan"
+	}
+	off := rg.Start
+	for off < rg.End {
+		maxBytes := r.fetchSize(rg, off)
+		fp, next, fetched, err := r.fetch(ctx, off, maxBytes, mode)
+		if err != nil {
+			return err
+		}
+		var runs []index.Run
+		covered := off
+		for _, rec := range fp.Records {
+			if rec.Offset < off {
+				continue
+			}
+			if rec.Offset >= rg.End {
+				break
+			}
+			if rg.Scan && rec.Offset > covered {
+				runs = append(runs, index.Run{Start: covered, Count: rec.Offset - covered, Foreign: true})
+			}
+			region, kwal, err := r.handle(rec)
+			if rg.Scan {
+				runs = appendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: !kwal})
+				covered = rec.Offset + 1
+			}
+			if err != nil {
+				r.observe(runs)
+				return err
+			}
+		}
+		if fp.Err != nil {
+			r.observe(runs)
+			return &logstore.CorruptError{Namespace: r.topic, Offset: next, Err: fp.Err}
+		}
+		if next <= off {
+			if maxBytes < r.s.cfg.FetchMaxBytes {
+				r.avgRecord = float64(r.s.cfg.FetchMaxBytes) // fetch more next time
+				continue
+			}
+			return fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, fetched)
+		}
+		if rg.Scan && min(next, rg.End) > covered {
+			runs = append(runs, index.Run{Start: covered, Count: min(next, rg.End) - covered, Foreign: true})
+		}
+		r.observe(runs)
+		if fetched > 0 {
+			seen := float64(next - off)
+			r.avgRecord = (r.avgRecord*float64(r.stats.Records) + float64(fetched)) / (float64(r.stats.Records) + seen)
+		}
+		off = next
+	}
+	return nil
+}
+
+func (r *reader) observe(runs []index.Run) {
+	if len(runs) > 0 && r.s.index != nil {
+		r.s.index.Observe(r.topic, runs)
+	}
+}
+
+func appendRun(runs []index.Run, run index.Run) []index.Run {
+	if n := len(runs); n > 0 {
+		l := &runs[n-1]
+		if l.Start+l.Count == run.Start && l.Foreign == run.Foreign && (l.Foreign || l.Region == run.Region) {
+			l.Count += run.Count
+			return runs
+		}
+	}
+	return append(runs, run)
+}
+
+// fetchSize picks a fetch's byte limit. A scan takes as much as allowed.
+// An indexed range asks for about what its offsets should weigh, so that
+// the broker does not send the batches that follow it (other regions');
+// before anything is known, 1 byte returns exactly one batch.
+func (r *reader) fetchSize(rg index.Range, off int64) int32 {
+	limit := int64(r.s.cfg.FetchMaxBytes)
+	if rg.Scan {
+		return int32(limit)
+	}
+	if r.avgRecord <= 0 {
+		return 1
+	}
+	est := int64(float64(rg.End-off)*r.avgRecord*1.02) + 1
+	return int32(min(max(est, 1), limit))
+}
+
+// handle decodes one record and feeds the assembler. It reports the
+// record's region, whether it is kwal's, and a read-ending error.
+func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
+	s := r.s
+	r.stats.Records++
+	p, err := record.Decode(rec.Key, rec.Value)
+	if err != nil {
+		kind := "corrupt"
+		if errors.Is(err, record.ErrNotKwal) {
+			kind = "foreign"
+		}
+		if !s.cfg.SkipCorrupt {
+			return 0, false, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
+		}
+		s.metrics.skipped.WithLabelValues(kind).Inc()
+		s.log.Warn("kwal: skipping a record that is not a valid kwal record", "topic", r.topic, "offset", rec.Offset, "kind", kind, "err", err)
+		return 0, false, nil
+	}
+	from, ok := r.from[p.Region]
+	if !ok {
+		s.metrics.skipped.WithLabelValues("other_region").Inc()
+		return p.Region, true, nil
+	}
+	if rec.Offset < from {
+		s.metrics.skipped.WithLabelValues("before_start").Inc()
+		return p.Region, true, nil
+	}
+	st, err := r.asm.Add(rec.Offset, p)
+	if st.Dropped {
+		s.metrics.skipped.WithLabelValues(st.Drop.Reason.String()).Inc()
+		if st.Drop.Reason == record.DropIncomplete {
+			s.log.Warn("kwal: dropping an incomplete entry (its writer failed midway)", "topic", r.topic,
+				"region", st.Drop.Region, "first_offset", st.Drop.First, "last_offset", st.Drop.Last)
+		}
+	}
+	if err != nil {
+		if !s.cfg.SkipCorrupt {
+			return p.Region, true, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
+		}
+		s.metrics.skipped.WithLabelValues("corrupt").Inc()
+		s.log.Warn("kwal: skipping an entry that fails its checksum", "topic", r.topic, "offset", rec.Offset, "err", err)
+		return p.Region, true, nil
+	}
+	if st.Complete {
+		e := logstore.Entry{Namespace: r.topic, Region: logstore.RegionID(st.Entry.Region), ID: logstore.EntryID(st.Entry.First + 1), Data: st.Entry.Data}
+		r.stats.Entries++
+		r.stats.EntryBytes += int64(len(e.Data))
+		s.metrics.entriesRead.WithLabelValues(r.topic).Inc()
+		s.metrics.bytesRead.WithLabelValues(r.topic).Add(float64(len(e.Data)))
+		if !r.yield(e, nil) {
+			return p.Region, true, errStop
+		}
+	}
+	return p.Region, true, nil
+}
+
+// refreshLeader looks up partition 0's leader and the topic's ID.
+func (r *reader) refreshLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
+	defer cancel()
+	details, err := r.s.adm.ListTopics(ctx, r.topic)
+	if err != nil {
+		return fmt.Errorf("kwal: read %q: metadata: %w", r.topic, err)
+	}
+	td, ok := details[r.topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("kwal: read %q: %w", r.topic, ErrUnknownNamespace)
+	}
+	if td.Err != nil {
+		return fmt.Errorf("kwal: read %q: metadata: %w", r.topic, td.Err)
+	}
+	p, ok := td.Partitions[partition]
+	if !ok {
+		return fmt.Errorf("kwal: read %q: partition %d: %w", r.topic, partition, ErrUnknownNamespace)
+	}
+	if p.Err != nil || p.Leader < 0 {
+		return fmt.Errorf("kwal: read %q: partition %d has no leader: %w", r.topic, partition, errors.Join(p.Err, kerr.LeaderNotAvailable))
+	}
+	r.leader = p.Leader
+	r.topicID = td.ID
+	return nil
+}
+
+// fetch issues one fetch request at off and returns the processed
+// partition, the next offset to fetch, and the record batch bytes fetched.
+// Leader changes are retried within RequestTimeout.
+func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (kgo.FetchPartition, int64, int, error) {
+	s := r.s
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 100
+		req.MinBytes = 1
+		req.MaxBytes = max(maxBytes, 1)
+		req.SessionEpoch = -1
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = r.topic, r.topicID
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
+		p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
+		t.Partitions = append(t.Partitions, p)
+		req.Topics = append(req.Topics, t)
+
+		began := time.Now()
+		kresp, err := s.admin.Broker(int(r.leader)).Request(ctx, req)
+		s.metrics.fetchLatency.Observe(time.Since(began).Seconds())
+		s.metrics.fetches.WithLabelValues(mode).Inc()
+		r.stats.Fetches++
+		var retry error
+		if err == nil {
+			resp := kresp.(*kmsg.FetchResponse)
+			if err = kerr.ErrorForCode(resp.ErrorCode); err == nil {
+				if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+					return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", r.topic, off)
+				}
+				rp := &resp.Topics[0].Partitions[0]
+				perr := kerr.ErrorForCode(rp.ErrorCode)
+				switch {
+				case perr == nil:
+					fetched := len(rp.RecordBatches)
+					r.stats.FetchedBytes += int64(fetched)
+					s.metrics.fetchedBytes.WithLabelValues(r.topic, mode).Add(float64(fetched))
+					fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+						Offset: off, Topic: r.topic, Partition: partition,
+					}, rp, kgo.DefaultDecompressor(), nil)
+					return fp, next, fetched, nil
+				case errors.Is(perr, kerr.OffsetOutOfRange):
+					return kgo.FetchPartition{}, 0, 0, r.outOfRange(ctx, off, perr)
+				case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
+					return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: %w", r.topic, ErrUnknownNamespace)
+				case kerr.IsRetriable(perr):
+					retry = perr
+				default:
+					return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, perr)
+				}
+			}
+		}
+		if retry == nil {
+			retry = err
+		}
+		if ctx.Err() != nil {
+			return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), retry))
+		}
+		s.log.Debug("kwal: retrying fetch", "topic", r.topic, "offset", off, "attempt", attempt, "err", retry)
+		select {
+		case <-ctx.Done():
+			return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), retry))
+		case <-time.After(s.cfg.RetryBackoff):
+		}
+		if err := r.refreshLeader(ctx); err != nil {
+			return kgo.FetchPartition{}, 0, 0, err
+		}
+	}
+}
+
+// outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
+// start moved past off (retention or pruning ran during the read).
+func (r *reader) outOfRange(ctx context.Context, off int64, cause error) error {
+	start, _, err := r.s.offsets(ctx, r.topic)
+	if err == nil && start > off {
+		return errors.Join(&logstore.PrunedError{Namespace: r.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)}, cause)
+	}
+	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, cause)
+}

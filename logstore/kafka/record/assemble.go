@@ -1,0 +1,192 @@
+package record
+
+import (
+	"fmt"
+	"sort"
+)
+
+// DropReason says why the assembler discarded a record.
+type DropReason uint8
+
+const (
+	// DropDuplicate: a part seen already (a producer retry wrote it twice).
+	DropDuplicate DropReason = iota + 1
+	// DropOrphan: a middle or last part whose first part the reader never
+	// saw: the read started after it, or it was pruned.
+	DropOrphan
+	// DropIncomplete: an entry whose writer stopped midway; its parts are
+	// never yielded.
+	DropIncomplete
+)
+
+func (r DropReason) String() string {
+	switch r {
+	case DropDuplicate:
+		return "duplicate"
+	case DropOrphan:
+		return "orphan"
+	case DropIncomplete:
+		return "incomplete"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Drop describes records the assembler discarded: the offsets First..Last
+// (inclusive) of one region.
+type Drop struct {
+	Reason      DropReason
+	Region      uint64
+	First, Last int64
+}
+
+// Assembled is a complete entry: its region, the offsets of its first and
+// last record, and its data.
+type Assembled struct {
+	Region      uint64
+	First, Last int64
+	Data        []byte
+}
+
+// Step is what one Add produced: at most one discarded run and at most one
+// complete entry (the drop, when both are set, came first in the log).
+type Step struct {
+	Drop     Drop
+	Dropped  bool
+	Entry    Assembled
+	Complete bool
+}
+
+type pending struct {
+	hdr   Header // of the first part; Seq is the next expected part
+	first int64
+	last  int64
+	data  []byte
+}
+
+type done struct {
+	size, crc uint32
+	lastSeq   uint32
+	split     bool
+}
+
+// Assembler reassembles entries from the parts of many regions, interleaved
+// in log order. It is not safe for concurrent use.
+//
+// Rules, per region: a whole record is an entry by itself; a first part opens
+// an entry, and middle and last parts extend it in seq order; a last part
+// completes it, and the whole entry's length and CRC-32C are checked. A part
+// repeating one already taken (same size, CRC and a seq already seen) is a
+// duplicate and dropped. Anything that breaks the sequence abandons the open
+// entry as incomplete. A part with no open entry is an orphan. Data of open
+// entries is copied, so callers may reuse the buffers they pass in.
+type Assembler struct {
+	open map[uint64]*pending
+	last map[uint64]done
+}
+
+// NewAssembler returns an empty assembler.
+func NewAssembler() *Assembler {
+	return &Assembler{open: make(map[uint64]*pending), last: make(map[uint64]done)}
+}
+
+// Add takes the part decoded from the record at offset. It returns an error
+// (wrapping ErrChecksum or ErrMalformed) only when a completed entry fails
+// its end-to-end check; the entry is then discarded.
+func (a *Assembler) Add(offset int64, p Part) (Step, error) {
+	var st Step
+	pe := a.open[p.Region]
+	switch p.Kind {
+	case KindWhole:
+		if pe != nil {
+			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
+		}
+		a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC}
+		st.Entry, st.Complete = Assembled{Region: p.Region, First: offset, Last: offset, Data: p.Data}, true
+		return st, nil
+
+	case KindFirst:
+		if pe != nil {
+			if pe.hdr.Seq == 1 && sameEntry(pe.hdr, p.Header) {
+				pe.last = offset
+				return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
+			}
+			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
+		}
+		hdr := p.Header
+		hdr.Seq = 1
+		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size)}
+		return st, nil
+	}
+
+	// Middle or last part.
+	if pe == nil {
+		if d, ok := a.last[p.Region]; ok && d.split && d.size == p.Size && d.crc == p.EntryCRC && p.Seq <= d.lastSeq {
+			return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
+		}
+		return Step{Drop: Drop{Reason: DropOrphan, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
+	}
+	if !sameEntry(pe.hdr, p.Header) || p.Seq > pe.hdr.Seq {
+		// Another entry's part, or a part missing before this one: the
+		// open entry can never complete, and this part has no first.
+		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
+	}
+	if p.Seq < pe.hdr.Seq {
+		pe.last = max(pe.last, offset)
+		return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
+	}
+	if uint64(len(pe.data))+uint64(len(p.Data)) > uint64(pe.hdr.Size) {
+		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
+	}
+	pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
+	pe.last = offset
+	pe.hdr.Seq++
+	if p.Kind == KindMiddle {
+		return st, nil
+	}
+	delete(a.open, p.Region)
+	a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC, lastSeq: p.Seq, split: true}
+	if uint64(len(pe.data)) != uint64(pe.hdr.Size) {
+		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
+			ErrMalformed, p.Region, pe.first, offset, len(pe.data), pe.hdr.Size)
+	}
+	if c := Checksum(pe.data); c != pe.hdr.EntryCRC {
+		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d: CRC %08x, computed %08x",
+			ErrChecksum, p.Region, pe.first, offset, pe.hdr.EntryCRC, c)
+	}
+	st.Entry, st.Complete = Assembled{Region: p.Region, First: pe.first, Last: offset, Data: pe.data}, true
+	return st, nil
+}
+
+// Open returns, sorted by first offset, the entries still open: at the end
+// of a read they are incomplete (or continue past the read's end).
+func (a *Assembler) Open() []Drop {
+	out := make([]Drop, 0, len(a.open))
+	for r, pe := range a.open {
+		out = append(out, Drop{Reason: DropIncomplete, Region: r, First: pe.first, Last: pe.last})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out
+}
+
+func (a *Assembler) abandon(region uint64, pe *pending, last int64) Drop {
+	delete(a.open, region)
+	return Drop{Reason: DropIncomplete, Region: region, First: pe.first, Last: max(pe.last, last)}
+}
+
+// appendPart appends a part's data to buf, the data of an open entry whose
+// header declares size bytes. A header is no proof that the rest of its
+// entry exists (a 28-byte key may claim 4 GiB), so the buffer is not
+// reserved by size up front: it grows with the data that has arrived, at
+// most doubling, and never past size, so a complete entry holds no slack.
+func appendPart(buf, data []byte, size uint32) []byte {
+	need := len(buf) + len(data)
+	if need > cap(buf) {
+		c := max(min(2*uint64(need), uint64(size)), uint64(need))
+		grown := make([]byte, len(buf), c)
+		copy(grown, buf)
+		buf = grown
+	}
+	return append(buf, data...)
+}
+
+func sameEntry(a, b Header) bool { return a.Size == b.Size && a.EntryCRC == b.EntryCRC }

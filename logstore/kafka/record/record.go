@@ -1,0 +1,263 @@
+// Package record is kwal's record codec: how one WAL entry becomes one or more
+// Kafka records, and how those records are decoded and reassembled.
+//
+// # Layout (version 1)
+//
+// Every kwal record carries a fixed 28-byte key; the record's value is the
+// entry's data, or one part of it. Integers are big-endian.
+//
+//	 0      2      3      4              12      16      20      24      28
+//	 +------+------+------+---------------+-------+-------+-------+-------+
+//	 | "KW" | ver  | kind |    region     |  seq  | size  | eCRC  | rCRC  |
+//	 +------+------+------+---------------+-------+-------+-------+-------+
+//	 magic    1     1..4       uint64       uint32  uint32  uint32  uint32
+//
+//	kind   1 whole, 2 first, 3 middle, 4 last
+//	seq    the part's index within its entry: 0 for whole and first parts
+//	size   length of the whole entry's data, across all parts
+//	eCRC   CRC-32C (Castagnoli) of the whole entry's data
+//	rCRC   CRC-32C of key[0:24] followed by the value: it guards the header
+//	       fields and this record's part of the data
+//
+// An entry whose data fits in one record under the batch limit is one whole
+// record. A larger entry is split into a first part, zero or more middle parts
+// and a last part, written consecutively; each part repeats size and eCRC, so
+// a reader can tell a duplicate part (same header, same seq) from the start of
+// another entry, and can verify the reassembled data end to end.
+//
+// # Telling errors apart
+//
+// A record whose key is absent, shorter than 28 bytes or lacks the magic is
+// not kwal's ([ErrNotKwal]): written by another program. A record with the
+// magic but a newer version is [ErrVersion]. A kwal record whose record CRC
+// does not match is [ErrChecksum]; one whose header fields contradict each
+// other is [ErrMalformed]. The store maps the last three to logstore.ErrCorrupt
+// and names the offset.
+//
+// # Entry IDs
+//
+// A split entry occupies several offsets. Its ID is derived from the offset of
+// its first part, so "entries with ID >= from" are exactly those whose first
+// part is at or after from's offset: a reader starting at an offset never
+// needs to look back, and parts found before an entry's first part belong to
+// entries the reader was not asked for.
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// Version is the record format version this package writes.
+const Version = 1
+
+// KeySize is the size of a kwal record's key.
+const KeySize = 28
+
+// Overhead is how many bytes of a record batch a part must leave free for the
+// batch header (61 bytes), the record's framing (at most ~30 bytes of
+// varints and attributes) and the key, with room to spare; a part's data is
+// at most maxBatchBytes-Overhead bytes.
+const Overhead = 256
+
+// MinBatchBytes is the smallest batch limit the codec accepts.
+const MinBatchBytes = Overhead + 1
+
+// MaxEntrySize is the largest entry the format can describe.
+const MaxEntrySize = math.MaxUint32
+
+var magic = [2]byte{'K', 'W'}
+
+// Kind tells whether a record holds a whole entry or which part of one.
+type Kind uint8
+
+const (
+	KindWhole  Kind = 1
+	KindFirst  Kind = 2
+	KindMiddle Kind = 3
+	KindLast   Kind = 4
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindWhole:
+		return "whole"
+	case KindFirst:
+		return "first"
+	case KindMiddle:
+		return "middle"
+	case KindLast:
+		return "last"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+var (
+	// ErrNotKwal reports a record that kwal did not write: no key, a short
+	// key, or no magic.
+	ErrNotKwal = errors.New("record: not a kwal record")
+	// ErrVersion reports a kwal record of a newer format version.
+	ErrVersion = errors.New("record: unsupported format version")
+	// ErrChecksum reports a kwal record whose record CRC does not match.
+	ErrChecksum = errors.New("record: checksum mismatch")
+	// ErrMalformed reports a kwal record whose header fields contradict
+	// each other.
+	ErrMalformed = errors.New("record: malformed header")
+	// ErrTooLarge reports an entry larger than MaxEntrySize.
+	ErrTooLarge = errors.New("record: entry too large")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum returns the CRC-32C of data, as stored in the entry CRC field.
+func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
+
+// Header is the decoded key of a kwal record.
+type Header struct {
+	Kind     Kind
+	Region   uint64
+	Seq      uint32 // the part's index within its entry
+	Size     uint32 // the whole entry's length
+	EntryCRC uint32 // CRC-32C of the whole entry's data
+}
+
+// Part is one record's worth of an entry: its header and its data.
+type Part struct {
+	Header
+	Data []byte
+}
+
+// Key encodes the part's key (KeySize bytes), including the record CRC over
+// the key and the part's data.
+func (p *Part) Key() []byte {
+	key := make([]byte, KeySize)
+	p.putKey(key)
+	return key
+}
+
+func (p *Part) putKey(key []byte) {
+	copy(key[0:2], magic[:])
+	key[2] = Version
+	key[3] = byte(p.Kind)
+	binary.BigEndian.PutUint64(key[4:12], p.Region)
+	binary.BigEndian.PutUint32(key[12:16], p.Seq)
+	binary.BigEndian.PutUint32(key[16:20], p.Size)
+	binary.BigEndian.PutUint32(key[20:24], p.EntryCRC)
+	crc := crc32.Update(crc32.Checksum(key[:24], castagnoli), castagnoli, p.Data)
+	binary.BigEndian.PutUint32(key[24:28], crc)
+}
+
+// MaxPartSize returns the largest part a batch of maxBatchBytes can carry.
+func MaxPartSize(maxBatchBytes int) int { return maxBatchBytes - Overhead }
+
+// Split turns one entry into the parts that carry it, each small enough for
+// a record batch of maxBatchBytes. Parts share data's memory: data must not
+// change until the parts are written. An empty entry is one whole part.
+func Split(region uint64, data []byte, maxBatchBytes int) ([]Part, error) {
+	if maxBatchBytes < MinBatchBytes {
+		return nil, fmt.Errorf("record: batch limit %d is below the minimum %d", maxBatchBytes, MinBatchBytes)
+	}
+	if uint64(len(data)) > MaxEntrySize {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), uint64(MaxEntrySize))
+	}
+	h := Header{Kind: KindWhole, Region: region, Size: uint32(len(data)), EntryCRC: Checksum(data)}
+	max := MaxPartSize(maxBatchBytes)
+	if len(data) <= max {
+		return []Part{{Header: h, Data: data}}, nil
+	}
+	n := (len(data) + max - 1) / max
+	parts := make([]Part, n)
+	for i := range n {
+		lo, hi := i*max, min((i+1)*max, len(data))
+		h.Seq = uint32(i)
+		switch i {
+		case 0:
+			h.Kind = KindFirst
+		case n - 1:
+			h.Kind = KindLast
+		default:
+			h.Kind = KindMiddle
+		}
+		parts[i] = Part{Header: h, Data: data[lo:hi:hi]}
+	}
+	return parts, nil
+}
+
+// IsKwal reports whether key looks like a kwal record's key (magic present).
+// It does not verify anything else.
+func IsKwal(key []byte) bool {
+	return len(key) >= 2 && key[0] == magic[0] && key[1] == magic[1]
+}
+
+// Decode decodes a record's key and value into a part. The part's Data
+// aliases value. Any input gives a part or an error, never a panic.
+func Decode(key, value []byte) (Part, error) {
+	if len(key) < KeySize || !IsKwal(key) {
+		// As documented: a key shorter than a kwal key is not kwal's, even
+		// if it happens to start with the magic.
+		if IsKwal(key) {
+			return Part{}, fmt.Errorf("%w: key of %d bytes has the magic but is shorter than %d", ErrNotKwal, len(key), KeySize)
+		}
+		return Part{}, fmt.Errorf("%w: key of %d bytes", ErrNotKwal, len(key))
+	}
+	if key[2] != Version {
+		return Part{}, fmt.Errorf("%w: version %d, this build reads %d", ErrVersion, key[2], Version)
+	}
+	if len(key) != KeySize {
+		return Part{}, fmt.Errorf("%w: key of %d bytes, version %d keys are %d", ErrMalformed, len(key), Version, KeySize)
+	}
+	want := binary.BigEndian.Uint32(key[24:28])
+	got := crc32.Update(crc32.Checksum(key[:24], castagnoli), castagnoli, value)
+	if got != want {
+		return Part{}, fmt.Errorf("%w: record CRC %08x, computed %08x", ErrChecksum, want, got)
+	}
+	p := Part{
+		Header: Header{
+			Kind:     Kind(key[3]),
+			Region:   binary.BigEndian.Uint64(key[4:12]),
+			Seq:      binary.BigEndian.Uint32(key[12:16]),
+			Size:     binary.BigEndian.Uint32(key[16:20]),
+			EntryCRC: binary.BigEndian.Uint32(key[20:24]),
+		},
+		Data: value,
+	}
+	if err := p.check(); err != nil {
+		return Part{}, err
+	}
+	return p, nil
+}
+
+// check verifies that the header fields agree with each other and with the
+// part's data.
+func (p *Part) check() error {
+	switch p.Kind {
+	case KindWhole:
+		if p.Seq != 0 {
+			return fmt.Errorf("%w: whole record with seq %d", ErrMalformed, p.Seq)
+		}
+		if uint64(len(p.Data)) != uint64(p.Size) {
+			return fmt.Errorf("%w: whole record of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
+		}
+		if Checksum(p.Data) != p.EntryCRC {
+			return fmt.Errorf("%w: whole record data does not match its entry CRC %08x", ErrChecksum, p.EntryCRC)
+		}
+	case KindFirst:
+		if p.Seq != 0 {
+			return fmt.Errorf("%w: first part with seq %d", ErrMalformed, p.Seq)
+		}
+		fallthrough
+	case KindMiddle, KindLast:
+		if p.Kind != KindFirst && p.Seq == 0 {
+			return fmt.Errorf("%w: %s part with seq 0", ErrMalformed, p.Kind)
+		}
+		if uint64(len(p.Data)) > uint64(p.Size) {
+			return fmt.Errorf("%w: %s part of %d bytes exceeds its entry size %d", ErrMalformed, p.Kind, len(p.Data), p.Size)
+		}
+	default:
+		return fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(p.Kind))
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package worker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the producer side's Prometheus collectors. One Metrics serves
+// every topic's worker; the store registers Collectors.
+type Metrics struct {
+	EntriesAppended *prometheus.CounterVec   // namespace
+	BytesAppended   *prometheus.CounterVec   // namespace; entry data bytes
+	ProduceLatency  prometheus.Histogram     // seconds from handing a group to a lane to its acknowledgement
+	ProduceRecords  prometheus.Histogram     // records per produce request
+	ProduceBytes    prometheus.Histogram     // bytes per produce request
+	ProduceRegions  prometheus.Histogram     // regions per produce request: 1 means a region-pure batch
+	QueueRequests   *prometheus.GaugeVec     // namespace; requests queued or in flight
+	QueueBytes      *prometheus.GaugeVec     // namespace; bytes queued or in flight
+	Errors          *prometheus.CounterVec   // kind: produce, timeout, canceled, closed
+}
+
+// NewMetrics makes unregistered collectors.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		EntriesAppended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_append_entries_total", Help: "Entries acknowledged by Kafka, per namespace.",
+		}, []string{"namespace"}),
+		BytesAppended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_append_bytes_total", Help: "Entry data bytes acknowledged by Kafka, per namespace.",
+		}, []string{"namespace"}),
+		ProduceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_produce_latency_seconds", Help: "Time from handing a group of requests to a produce lane to Kafka's acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		ProduceRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_produce_records", Help: "Records per produce request.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+		}),
+		ProduceBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_produce_bytes", Help: "Record bytes (keys and values) per produce request.",
+			Buckets: prometheus.ExponentialBuckets(256, 2, 18),
+		}),
+		ProduceRegions: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_produce_regions", Help: "Regions per produce request (1: a region-pure batch).",
+			Buckets: []float64{1, 2, 3, 4, 8, 16, 32, 64, 128},
+		}),
+		QueueRequests: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_queue_requests", Help: "Append requests queued or in flight, per namespace.",
+		}, []string{"namespace"}),
+		QueueBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_queue_bytes", Help: "Bytes of append requests queued or in flight, per namespace.",
+		}, []string{"namespace"}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_append_errors_total", Help: "Failed append requests, by kind (produce, timeout, canceled, closed).",
+		}, []string{"kind"}),
+	}
+}
+
+// Collectors returns every collector, for registration.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.EntriesAppended, m.BytesAppended, m.ProduceLatency, m.ProduceRecords,
+		m.ProduceBytes, m.ProduceRegions, m.QueueRequests, m.QueueBytes, m.Errors}
+}

@@ -1,0 +1,288 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// ErrTimeout is matched by errors of appends whose produce was not
+// acknowledged within the produce timeout. Their entries may still be
+// written.
+var ErrTimeout = errors.New("kwal: produce timed out")
+
+// Collector receives what the worker learned from acknowledgements: which
+// offsets hold which region's records. index.Collector has it.
+type Collector interface {
+	Observe(topic string, runs []index.Run)
+}
+
+// Entry is one entry to append.
+type Entry struct {
+	Region uint64
+	Data   []byte
+}
+
+// Options configure one topic's producer.
+type Options struct {
+	Topic     string
+	Partition int32 // the partition written; kwal uses 0
+	// MaxBatchBytes: entries are split into parts that fit a batch of this
+	// size, and a group is capped at GroupBatches of these.
+	MaxBatchBytes int
+	// MaxQueuedBytes bounds the bytes of requests queued or in flight.
+	MaxQueuedBytes int64
+	// ProduceTimeout fails a group's requests with ErrTimeout when Kafka has
+	// not answered by then.
+	ProduceTimeout time.Duration
+	// Linger holds back groups smaller than MaxBatchBytes until their oldest
+	// request is this old, to let more requests of the region join.
+	Linger time.Duration
+	// MergeBelow merges groups (one per region) whose bytes are below it
+	// into one produce, up to MaxBatchBytes: fewer, larger requests at the
+	// cost of mixing those small regions in one batch. 0 never merges.
+	MergeBelow int
+	Lanes      *Lanes
+	Collector  Collector // nil: nothing observes acknowledgements
+	Metrics    *Metrics  // nil: no metrics
+	Logger     *slog.Logger
+}
+
+// GroupBatches caps a group at this many MaxBatchBytes, so that one busy
+// region cannot hold a lane for long while others wait.
+const GroupBatches = 8
+
+// Producer is one topic's ordered batch producer: Submit queues a request
+// (one AppendBatch call's entries for the topic) and the producer's worker
+// goroutine sends it, merged with other pending requests, and resolves it.
+type Producer struct {
+	opts Options
+
+	queue    chan *request
+	results  chan *dispatch
+	timeouts chan *dispatch
+	flushes  chan chan struct{}
+	sem      *semaphore.Weighted
+
+	mu         sync.Mutex
+	closed     bool
+	submitters sync.WaitGroup
+	stopCtx    context.Context // cancelled when Close starts
+	stop       context.CancelFunc
+	closing    chan struct{} // closed once no Submit can enqueue any more
+	abort      chan struct{} // closed when Close gives up waiting
+	abortOnce  sync.Once
+	exited     chan struct{} // closed when the worker goroutine returns
+
+	latest atomic.Int64 // highest acknowledged offset + 1
+}
+
+// NewProducer starts the topic's worker goroutine; Close stops it.
+func NewProducer(opts Options) *Producer {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxQueuedBytes < int64(opts.MaxBatchBytes) {
+		opts.MaxQueuedBytes = int64(opts.MaxBatchBytes)
+	}
+	n := opts.Lanes.Len()
+	p := &Producer{
+		opts:     opts,
+		queue:    make(chan *request, 256),
+		results:  make(chan *dispatch, n),
+		timeouts: make(chan *dispatch, n),
+		flushes:  make(chan chan struct{}),
+		sem:      semaphore.NewWeighted(opts.MaxQueuedBytes),
+		closing:  make(chan struct{}),
+		abort:    make(chan struct{}),
+		exited:   make(chan struct{}),
+	}
+	p.stopCtx, p.stop = context.WithCancel(context.Background())
+	w := newWorker(p)
+	go w.run()
+	return p
+}
+
+// request is one Submit: a call's entries for this topic, encoded.
+type request struct {
+	recs       []*kgo.Record
+	recRegion  []uint64 // region of each record
+	regions    []uint64 // distinct, in first-seen order
+	entryFirst []int    // index in recs of each entry's first record
+	bytes      int64    // record bytes (keys and values)
+	dataBytes  int64    // entry data bytes
+	held       int64    // semaphore weight held
+	enqueued   time.Time
+	seqNo      uint64 // order taken by the worker
+
+	state   atomic.Int32 // stateQueued, stateTaken, stateCanceled
+	done    chan struct{}
+	offsets []int64 // first offset of each entry, set before done is closed
+	err     error
+}
+
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateCanceled
+)
+
+// Pending is a submitted request; Wait returns its result.
+type Pending struct {
+	r     *request
+	topic string
+}
+
+// Submit encodes entries and queues them as one request; it blocks while the
+// topic's queue is full. Entries keep their slice order in the log. The
+// entries' data must not change until the request is done.
+func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
+	}
+	p.submitters.Add(1)
+	p.mu.Unlock()
+	defer p.submitters.Done()
+
+	r, err := p.encode(entries)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.stopCtx, cancel)()
+
+	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
+	if err := p.sem.Acquire(ctx, r.held); err != nil {
+		return nil, p.submitErr(err)
+	}
+	r.enqueued = time.Now()
+	select {
+	case p.queue <- r:
+		if m := p.opts.Metrics; m != nil {
+			m.QueueRequests.WithLabelValues(p.opts.Topic).Inc()
+			m.QueueBytes.WithLabelValues(p.opts.Topic).Add(float64(r.bytes))
+		}
+		return &Pending{r: r, topic: p.opts.Topic}, nil
+	case <-ctx.Done():
+		p.sem.Release(r.held)
+		return nil, p.submitErr(ctx.Err())
+	}
+}
+
+func (p *Producer) submitErr(err error) error {
+	if p.stopCtx.Err() != nil {
+		return fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
+	}
+	return fmt.Errorf("kwal: append to %q: waiting for queue room; nothing was written: %w", p.opts.Topic, err)
+}
+
+func (p *Producer) encode(entries []Entry) (*request, error) {
+	r := &request{done: make(chan struct{}), entryFirst: make([]int, len(entries))}
+	seen := make(map[uint64]struct{}, 4)
+	for i, e := range entries {
+		parts, err := record.Split(e.Region, e.Data, p.opts.MaxBatchBytes)
+		if err != nil {
+			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w", p.opts.Topic, i, e.Region, err)
+		}
+		r.entryFirst[i] = len(r.recs)
+		for j := range parts {
+			key := parts[j].Key()
+			r.recs = append(r.recs, &kgo.Record{Topic: p.opts.Topic, Partition: p.opts.Partition, Key: key, Value: parts[j].Data})
+			r.recRegion = append(r.recRegion, e.Region)
+			r.bytes += int64(len(key) + len(parts[j].Data))
+		}
+		r.dataBytes += int64(len(e.Data))
+		if _, ok := seen[e.Region]; !ok {
+			seen[e.Region] = struct{}{}
+			r.regions = append(r.regions, e.Region)
+		}
+	}
+	return r, nil
+}
+
+// Wait returns the offset of each entry's first record, in the order the
+// entries were submitted, once Kafka acknowledged every record of the
+// request. When ctx ends first, Wait returns at once: if the request was
+// still queued it is withdrawn and none of its entries is written;
+// otherwise its records were already handed to Kafka and may still be
+// written (the error says which).
+func (pd *Pending) Wait(ctx context.Context) ([]int64, error) {
+	r := pd.r
+	select {
+	case <-r.done:
+		return r.offsets, r.err
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.offsets, r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(stateQueued, stateCanceled) {
+			return nil, fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", pd.topic, ctx.Err())
+		}
+		return nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", pd.topic, ctx.Err())
+	}
+}
+
+// Flush makes the worker send every request queued before the call without
+// lingering, and waits until they are all resolved or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	ch := make(chan struct{})
+	select {
+	case p.flushes <- ch:
+	case <-p.exited:
+		return fmt.Errorf("kwal: flush %q: %w", p.opts.Topic, logstore.ErrClosed)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// LatestAcked returns the highest acknowledged offset + 1 (0 before the
+// first acknowledgement): the ID of the newest record this producer wrote.
+func (p *Producer) LatestAcked() int64 { return p.latest.Load() }
+
+// Close stops accepting requests, sends and resolves every queued request,
+// and stops the worker. If ctx ends first, every request not yet resolved
+// fails with ErrClosed (its entries may still be written) and Close returns
+// ctx's error. A produce stuck on a lane is released when the caller closes
+// the lanes' clients. Close is idempotent.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	first := !p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if first {
+		p.stop()
+		p.submitters.Wait()
+		close(p.closing)
+	}
+	select {
+	case <-p.exited:
+		return nil
+	case <-ctx.Done():
+		p.abortOnce.Do(func() { close(p.abort) })
+		<-p.exited
+		return fmt.Errorf("kwal: close producer %q: %w", p.opts.Topic, ctx.Err())
+	}
+}
+

@@ -1,0 +1,477 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/index"
+)
+
+// worker is the state of one topic's worker goroutine; only run touches it.
+type worker struct {
+	p        *Producer
+	pending  []*request      // FIFO of queued requests not yet sent
+	busy     map[uint64]int  // regions with a group in flight
+	inflight map[*dispatch]struct{}
+	flushes  []flushWaiter
+	seq      uint64 // requests taken from the queue so far
+	flushTo  uint64 // requests up to this seq are sent without lingering
+	draining bool
+	linger   *time.Timer
+}
+
+type flushWaiter struct {
+	upTo uint64
+	ch   chan struct{}
+}
+
+// dispatch is one group handed to a lane: requests whose records go out as
+// their own batch(es).
+type dispatch struct {
+	reqs     []*request
+	recs     []*kgo.Record
+	regions  []uint64
+	bytes    int64
+	start    time.Time
+	results  kgo.ProduceResults
+	timer    *time.Timer
+	timedOut bool
+}
+
+// group is a dispatch being planned.
+type group struct {
+	reqs    []*request
+	regions map[uint64]struct{}
+	bytes   int64
+	oldest  time.Time
+	maxSeq  uint64
+}
+
+func newWorker(p *Producer) *worker {
+	return &worker{p: p, busy: make(map[uint64]int), inflight: make(map[*dispatch]struct{})}
+}
+
+// run is the group-commit loop. Ordering argument: a request is sent only
+// when none of its regions has a group in flight and no earlier pending
+// request of those regions is held back, and a request always travels in
+// one group, whose records a lane produces in order on one idempotent
+// producer. So the requests of one region reach the log in queue order,
+// and the entries of one request keep their slice order. Requests of
+// different regions may overtake each other.
+func (w *worker) run() {
+	p := w.p
+	defer close(p.exited)
+	queue := p.queue
+	for {
+		if w.draining && len(w.pending) == 0 && len(w.inflight) == 0 && len(queue) == 0 {
+			w.releaseFlushes(true)
+			return
+		}
+		groups := w.plan()
+		var free chan *lane
+		var lingerC <-chan time.Time
+		if len(groups) > 0 {
+			if wait := w.lingerFor(groups[0]); wait > 0 {
+				w.armLinger(wait)
+				lingerC = w.linger.C
+			} else {
+				free = p.opts.Lanes.free
+			}
+		}
+		select {
+		case r := <-queue:
+			w.take(r)
+			for n := len(queue); n > 0; n-- {
+				w.take(<-queue)
+			}
+		case ln := <-free:
+			w.send(groups[0], ln)
+			// Use every lane that is free right now before replanning.
+			for _, g := range groups[1:] {
+				if w.lingerFor(g) > 0 {
+					break
+				}
+				select {
+				case ln := <-free:
+					w.send(g, ln)
+					continue
+				default:
+				}
+				break
+			}
+		case d := <-p.results:
+			w.complete(d)
+		case d := <-p.timeouts:
+			w.timeout(d)
+		case ch := <-p.flushes:
+			w.flushTo = w.seq
+			w.flushes = append(w.flushes, flushWaiter{upTo: w.seq, ch: ch})
+			w.releaseFlushes(false)
+		case <-lingerC:
+		case <-p.closing:
+			p.closing = nil // a nil channel blocks: handled once
+			w.draining = true
+			w.flushTo = ^uint64(0)
+		case <-p.abort:
+			w.failAll(fmt.Errorf("kwal: producer of %q closed before Kafka acknowledged: %w", p.opts.Topic, logstore.ErrClosed))
+			w.releaseFlushes(true)
+			return
+		}
+	}
+}
+
+func (w *worker) take(r *request) {
+	w.seq++
+	r.seqNo = w.seq
+	w.pending = append(w.pending, r)
+}
+
+// plan groups the pending requests, oldest first. A request joins the group
+// holding its regions; one that touches a busy region, a region of a held
+// back request, or regions of two groups is held back (and its regions with
+// it), which keeps every region's requests in queue order.
+func (w *worker) plan() []*group {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	o := &w.p.opts
+	cap := int64(GroupBatches * o.MaxBatchBytes)
+	blocked := make(map[uint64]struct{})
+	byRegion := make(map[uint64]*group)
+	var groups []*group
+	kept := w.pending[:0]
+	for _, r := range w.pending {
+		if r.state.Load() == stateCanceled {
+			w.finish(r, nil, nil) // already failed by Wait; free its room
+			continue
+		}
+		kept = append(kept, r)
+		var g *group
+		hold := false
+		for _, reg := range r.regions {
+			if _, ok := blocked[reg]; ok || w.busy[reg] > 0 {
+				hold = true
+				break
+			}
+			if rg := byRegion[reg]; rg != nil {
+				if g != nil && g != rg {
+					hold = true
+					break
+				}
+				g = rg
+			}
+		}
+		if !hold && g != nil && g.bytes+r.bytes > cap {
+			hold = true
+		}
+		if hold {
+			for _, reg := range r.regions {
+				blocked[reg] = struct{}{}
+			}
+			continue
+		}
+		if g == nil {
+			g = &group{regions: make(map[uint64]struct{}, len(r.regions)), oldest: r.enqueued}
+			groups = append(groups, g)
+		}
+		g.reqs = append(g.reqs, r)
+		g.bytes += r.bytes
+		g.maxSeq = max(g.maxSeq, r.seqNo)
+		for _, reg := range r.regions {
+			g.regions[reg] = struct{}{}
+			byRegion[reg] = g
+		}
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+	if o.MergeBelow > 0 {
+		groups = mergeSmall(groups, int64(o.MergeBelow), int64(o.MaxBatchBytes))
+	}
+	return groups
+}
+
+// mergeSmall folds groups smaller than below into shared groups of at most
+// limit bytes, keeping the oldest-first order of their first members.
+func mergeSmall(groups []*group, below, limit int64) []*group {
+	var out []*group
+	var acc *group
+	for _, g := range groups {
+		if g.bytes >= below {
+			out = append(out, g)
+			continue
+		}
+		if acc != nil && acc.bytes+g.bytes <= limit {
+			acc.reqs = append(acc.reqs, g.reqs...)
+			acc.bytes += g.bytes
+			acc.maxSeq = max(acc.maxSeq, g.maxSeq)
+			for reg := range g.regions {
+				acc.regions[reg] = struct{}{}
+			}
+			continue
+		}
+		acc = g
+		out = append(out, g)
+	}
+	return out
+}
+
+// lingerFor is how much longer g should wait for more requests.
+func (w *worker) lingerFor(g *group) time.Duration {
+	o := &w.p.opts
+	if o.Linger <= 0 || g.bytes >= int64(o.MaxBatchBytes) || g.maxSeq <= w.flushTo {
+		return 0
+	}
+	return time.Until(g.oldest.Add(o.Linger))
+}
+
+func (w *worker) armLinger(d time.Duration) {
+	if w.linger == nil {
+		w.linger = time.NewTimer(d)
+		return
+	}
+	w.linger.Stop()
+	select {
+	case <-w.linger.C:
+	default:
+	}
+	w.linger.Reset(d)
+}
+
+// send hands g to lane ln. Requests withdrawn by their callers are left out.
+func (w *worker) send(g *group, ln *lane) {
+	p := w.p
+	d := &dispatch{start: time.Now()}
+	regions := make(map[uint64]struct{})
+	for _, r := range g.reqs {
+		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
+			continue
+		}
+		d.reqs = append(d.reqs, r)
+		d.recs = append(d.recs, r.recs...)
+		d.bytes += r.bytes
+		for _, reg := range r.regions {
+			if _, ok := regions[reg]; !ok {
+				regions[reg] = struct{}{}
+				d.regions = append(d.regions, reg)
+			}
+		}
+	}
+	w.removePending(g.reqs)
+	if len(d.reqs) == 0 {
+		p.opts.Lanes.free <- ln
+		return
+	}
+	for _, reg := range d.regions {
+		w.busy[reg]++
+	}
+	w.inflight[d] = struct{}{}
+	if m := p.opts.Metrics; m != nil {
+		m.ProduceRecords.Observe(float64(len(d.recs)))
+		m.ProduceBytes.Observe(float64(d.bytes))
+		m.ProduceRegions.Observe(float64(len(d.regions)))
+	}
+	timeout := p.opts.ProduceTimeout
+	d.timer = time.AfterFunc(timeout, func() { p.timeouts <- d })
+	p.opts.Lanes.produce(ln, func(c Client) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		d.results = c.ProduceSync(ctx, d.recs...)
+		cancel()
+		p.results <- d
+	})
+}
+
+func (w *worker) removePending(reqs []*request) {
+	gone := make(map[*request]struct{}, len(reqs))
+	for _, r := range reqs {
+		gone[r] = struct{}{}
+	}
+	kept := w.pending[:0]
+	for _, r := range w.pending {
+		if _, ok := gone[r]; !ok {
+			kept = append(kept, r)
+		}
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+}
+
+// timeout fails a group whose produce has not been answered in time. Its
+// regions stay busy until the lane returns, so a later request of those
+// regions cannot overtake records that may still be written.
+func (w *worker) timeout(d *dispatch) {
+	if _, ok := w.inflight[d]; !ok || d.timedOut {
+		return
+	}
+	d.timedOut = true
+	err := fmt.Errorf("kwal: produce to %q not acknowledged within %v; its entries may still be written: %w",
+		w.p.opts.Topic, w.p.opts.ProduceTimeout, ErrTimeout)
+	for _, r := range d.reqs {
+		w.finish(r, nil, err)
+	}
+	w.p.opts.Logger.Warn("kwal: produce timed out", "topic", w.p.opts.Topic, "records", len(d.recs), "timeout", w.p.opts.ProduceTimeout)
+	w.releaseFlushes(false)
+}
+
+// complete resolves a group's requests from its produce results: a request
+// succeeds only if every one of its records was acknowledged.
+func (w *worker) complete(d *dispatch) {
+	p := w.p
+	d.timer.Stop()
+	delete(w.inflight, d)
+	for _, reg := range d.regions {
+		if w.busy[reg]--; w.busy[reg] <= 0 {
+			delete(w.busy, reg)
+		}
+	}
+	var failed map[*kgo.Record]error
+	if d.results.FirstErr() != nil {
+		failed = make(map[*kgo.Record]error)
+		for _, res := range d.results {
+			if res.Err != nil {
+				failed[res.Record] = res.Err
+			}
+		}
+	}
+	if m := p.opts.Metrics; m != nil {
+		m.ProduceLatency.Observe(time.Since(d.start).Seconds())
+	}
+	var runs []index.Run
+	var last int64 = -1
+	for _, r := range d.reqs {
+		var err error
+		for i, rec := range r.recs {
+			if e := failed[rec]; e != nil {
+				if err == nil {
+					err = e
+				}
+				continue
+			}
+			runs = appendRun(runs, r.recRegion[i], rec.Offset)
+			last = max(last, rec.Offset)
+		}
+		if d.timedOut {
+			continue // already failed; what was written is still observed
+		}
+		if err != nil {
+			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
+			continue
+		}
+		offsets := make([]int64, len(r.entryFirst))
+		for i, at := range r.entryFirst {
+			offsets[i] = r.recs[at].Offset
+		}
+		w.finish(r, offsets, nil)
+	}
+	if last >= 0 {
+		if last+1 > p.latest.Load() {
+			p.latest.Store(last + 1)
+		}
+		if p.opts.Collector != nil {
+			p.opts.Collector.Observe(p.opts.Topic, runs)
+		}
+	}
+	if len(failed) > 0 {
+		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", len(d.recs), "failed", len(failed), "err", d.results.FirstErr())
+	}
+	w.releaseFlushes(false)
+}
+
+// appendRun adds a record at offset to runs, extending the last run when
+// the record continues it.
+func appendRun(runs []index.Run, region uint64, offset int64) []index.Run {
+	if n := len(runs); n > 0 {
+		last := &runs[n-1]
+		if last.Region == region && last.Start+last.Count == offset {
+			last.Count++
+			return runs
+		}
+	}
+	return append(runs, index.Run{Start: offset, Count: 1, Region: region})
+}
+
+// finish resolves r (unless it was withdrawn) and frees its queue room.
+func (w *worker) finish(r *request, offsets []int64, err error) {
+	p := w.p
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	if r.state.Load() == stateCanceled {
+		err = context.Canceled
+	}
+	r.offsets, r.err = offsets, err
+	close(r.done)
+	p.sem.Release(r.held)
+	if m := p.opts.Metrics; m != nil {
+		m.QueueRequests.WithLabelValues(p.opts.Topic).Dec()
+		m.QueueBytes.WithLabelValues(p.opts.Topic).Sub(float64(r.bytes))
+		switch {
+		case err == nil:
+			m.EntriesAppended.WithLabelValues(p.opts.Topic).Add(float64(len(r.entryFirst)))
+			m.BytesAppended.WithLabelValues(p.opts.Topic).Add(float64(r.dataBytes))
+		case errors.Is(err, ErrTimeout):
+			m.Errors.WithLabelValues("timeout").Inc()
+		case errors.Is(err, context.Canceled):
+			m.Errors.WithLabelValues("canceled").Inc()
+		case errors.Is(err, logstore.ErrClosed):
+			m.Errors.WithLabelValues("closed").Inc()
+		default:
+			m.Errors.WithLabelValues("produce").Inc()
+		}
+	}
+}
+
+// failAll fails every pending and in-flight request.
+func (w *worker) failAll(err error) {
+	for _, r := range w.pending {
+		w.finish(r, nil, err)
+	}
+	w.pending = nil
+	for d := range w.inflight {
+		d.timer.Stop()
+		for _, r := range d.reqs {
+			w.finish(r, nil, err)
+		}
+	}
+}
+
+// releaseFlushes wakes Flush callers whose requests are all resolved.
+func (w *worker) releaseFlushes(all bool) {
+	if len(w.flushes) == 0 {
+		return
+	}
+	oldest := w.oldestUnresolved()
+	kept := w.flushes[:0]
+	for _, f := range w.flushes {
+		if all || f.upTo < oldest {
+			close(f.ch)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	w.flushes = kept
+}
+
+// oldestUnresolved is the smallest seq of a request not yet resolved.
+func (w *worker) oldestUnresolved() uint64 {
+	oldest := ^uint64(0)
+	for _, r := range w.pending {
+		oldest = min(oldest, r.seqNo)
+	}
+	for d := range w.inflight {
+		for _, r := range d.reqs {
+			select {
+			case <-r.done:
+			default:
+				oldest = min(oldest, r.seqNo)
+			}
+		}
+	}
+	return oldest
+}
