@@ -111,10 +111,13 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			kgo.ProducerBatchMaxBytes(int32(cfg.MaxBatchBytes)),
 			kgo.ProducerBatchCompression(codec),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProduceRequestTimeout(cfg.ProduceTimeout),
-			kgo.RecordDeliveryTimeout(cfg.ProduceTimeout),
+			// franz-go refuses record timeouts under 1s; the worker fails a
+			// group at ProduceTimeout whatever the client does.
+			kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
+			kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
 			kgo.MaxBufferedBytes(int(cfg.MaxQueuedBytes)),
 			kgo.UnknownTopicRetries(-1),
+			kgo.ProducerLinger(0), // a lane sends a group at once; the worker does the batching
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
