@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,6 +71,8 @@ func compareAppend(b *testing.B, brokers []string, w bench.Workload, mutate func
 	s := openStore(b, brokers, func(cfg *kafka.Config) {
 		cfg.MaxBatchBytes = batch
 		cfg.ProduceLanes = 16
+		envInt("KWAL_BENCH_LANES", &cfg.ProduceLanes)
+		envInt("KWAL_BENCH_MERGE_BELOW", &cfg.MergeBelow)
 		if mutate != nil {
 			mutate(cfg)
 		}
@@ -109,4 +113,14 @@ func compareAppend(b *testing.B, brokers []string, w bench.Workload, mutate func
 		c.rawLayout.Batches, c.rawLayout.RegionsPerBatch, c.rawLayout.Selectivity)
 	_ = logstore.EntryID(0)
 	return c
+}
+
+// envInt overrides *v from an environment variable, for exploring knobs
+// with the same benchmark.
+func envInt(name string, v *int) {
+	if s := os.Getenv(name); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			*v = n
+		}
+	}
 }

@@ -1,10 +1,12 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,6 +97,11 @@ type reader struct {
 
 	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
 	stats     ReadStats
+
+	// held are completed entries that began after an entry still open (a
+	// split entry whose parts other writers' records interleave): they
+	// wait so that entries are yielded in ID order. Sorted by ID.
+	held []logstore.Entry
 }
 
 func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.EntryID) error {
@@ -147,6 +154,9 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 		if err := r.readRange(ctx, rg); err != nil {
 			return err
 		}
+	}
+	if err := r.release(true); err != nil {
+		return err
 	}
 	for _, d := range r.asm.Open() {
 		s.metrics.skipped.WithLabelValues("incomplete").Inc()
@@ -293,15 +303,38 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 	}
 	if st.Complete {
 		e := logstore.Entry{Namespace: r.topic, Region: logstore.RegionID(st.Entry.Region), ID: logstore.EntryID(st.Entry.First + 1), Data: st.Entry.Data}
-		r.stats.Entries++
-		r.stats.EntryBytes += int64(len(e.Data))
-		s.metrics.entriesRead.WithLabelValues(r.topic).Inc()
-		s.metrics.bytesRead.WithLabelValues(r.topic).Add(float64(len(e.Data)))
-		if !r.yield(e, nil) {
-			return p.Region, true, errStop
+		i, _ := slices.BinarySearchFunc(r.held, e.ID, func(h logstore.Entry, id logstore.EntryID) int { return cmp.Compare(h.ID, id) })
+		r.held = slices.Insert(r.held, i, e)
+	}
+	if st.Complete || st.Dropped {
+		if err := r.release(false); err != nil {
+			return p.Region, true, err
 		}
 	}
 	return p.Region, true, nil
+}
+
+// release yields the held entries that no open entry precedes (all of
+// them at the end of the read).
+func (r *reader) release(all bool) error {
+	limit, open := r.asm.MinOpenFirst()
+	n := 0
+	for _, e := range r.held {
+		if !all && open && int64(e.ID)-1 > limit {
+			break
+		}
+		n++
+		r.stats.Entries++
+		r.stats.EntryBytes += int64(len(e.Data))
+		r.s.metrics.entriesRead.WithLabelValues(r.topic).Inc()
+		r.s.metrics.bytesRead.WithLabelValues(r.topic).Add(float64(len(e.Data)))
+		if !r.yield(e, nil) {
+			return errStop
+		}
+	}
+	clear(r.held[:n])
+	r.held = r.held[n:]
+	return nil
 }
 
 // refreshLeader looks up partition 0's leader and the topic's ID.
