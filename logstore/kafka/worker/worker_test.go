@@ -1,0 +1,330 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeLog is an in-memory partition: each ProduceSync call appends its
+// records atomically, after a random delay, unless told to fail.
+type fakeLog struct {
+	mu      sync.Mutex
+	recs    []*kgo.Record
+	calls   [][]uint64 // regions of each produce call
+	delay   func() time.Duration
+	failNth map[int]error // produce call number -> error for all its records
+	n       int
+	block   chan struct{} // when set, produce waits for it
+}
+
+type fakeClient struct{ log *fakeLog }
+
+func (c fakeClient) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	l := c.log
+	if l.delay != nil {
+		time.Sleep(l.delay())
+	}
+	if l.block != nil {
+		<-l.block
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	out := make(kgo.ProduceResults, len(rs))
+	if err := l.failNth[l.n]; err != nil {
+		for i, r := range rs {
+			out[i] = kgo.ProduceResult{Record: r, Err: err}
+		}
+		return out
+	}
+	var regions []uint64
+	for i, r := range rs {
+		r.Offset = int64(len(l.recs))
+		l.recs = append(l.recs, r)
+		p, err := record.Decode(r.Key, r.Value)
+		if err == nil {
+			regions = append(regions, p.Region)
+		}
+		out[i] = kgo.ProduceResult{Record: r}
+	}
+	l.calls = append(l.calls, regions)
+	return out
+}
+
+type observed struct {
+	mu   sync.Mutex
+	runs []index.Run
+}
+
+func (o *observed) Observe(_ string, runs []index.Run) {
+	o.mu.Lock()
+	o.runs = append(o.runs, runs...)
+	o.mu.Unlock()
+}
+
+func newTestProducer(t *testing.T, log *fakeLog, lanes int, mutate func(*Options)) (*Producer, *observed) {
+	t.Helper()
+	clients := make([]Client, lanes)
+	for i := range clients {
+		clients[i] = fakeClient{log}
+	}
+	obs := &observed{}
+	opts := Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: 10 * time.Second,
+		Lanes: NewLanes(clients), Collector: obs, Metrics: NewMetrics()}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	p := NewProducer(opts)
+	t.Cleanup(func() {
+		if log.block != nil {
+			select {
+			case <-log.block:
+			default:
+				close(log.block)
+			}
+		}
+		require.NoError(t, p.Close(context.Background()))
+		opts.Lanes.Wait()
+	})
+	return p, obs
+}
+
+// TestOrderingProperty submits random requests (random regions, several
+// per request, some entries split) from one goroutine without waiting, on
+// several lanes with random produce delays, and checks the log: every
+// region's entries appear in submission order, every request's records are
+// contiguous and in slice order, the offsets the requests report are
+// where their entries are, and the collector saw every record.
+func TestOrderingProperty(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 3))
+			var dmu sync.Mutex
+			log := &fakeLog{delay: func() time.Duration {
+				dmu.Lock()
+				defer dmu.Unlock()
+				return time.Duration(rng.IntN(300)) * time.Microsecond
+			}}
+			p, obs := newTestProducer(t, log, 1+int(seed%5), func(o *Options) {
+				if seed%2 == 0 {
+					o.MergeBelow = 2048
+				}
+			})
+			ctx := context.Background()
+			type sub struct {
+				pd      *Pending
+				entries []Entry
+			}
+			var subs []sub
+			dmu.Lock()
+			n := 50 + rng.IntN(100)
+			for i := range n {
+				var es []Entry
+				single := uint64(1 + rng.IntN(6)) // odd seeds: one region per request
+				for j := range 1 + rng.IntN(4) {
+					size := rng.IntN(200)
+					if rng.IntN(8) == 0 {
+						size = 5000 + rng.IntN(6000)
+					}
+					data := make([]byte, size)
+					copy(data, fmt.Sprintf("%d/%d", i, j))
+					region := uint64(1 + rng.IntN(6))
+					if seed%2 == 1 {
+						region = single
+					}
+					es = append(es, Entry{Region: region, Data: data})
+				}
+				dmu.Unlock()
+				pd, err := p.Submit(ctx, es)
+				dmu.Lock()
+				require.NoError(t, err)
+				subs = append(subs, sub{pd, es})
+			}
+			dmu.Unlock()
+			lastPos := map[uint64]int64{}
+			for _, s := range subs {
+				offs, err := s.pd.Wait(ctx)
+				require.NoError(t, err)
+				require.Len(t, offs, len(s.entries))
+				_ = offs
+			}
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			// Reassemble the log and map each entry's first offset to it.
+			asm := record.NewAssembler()
+			at := map[int64]record.Assembled{}
+			for _, r := range log.recs {
+				part, err := record.Decode(r.Key, r.Value)
+				require.NoError(t, err)
+				st, err := asm.Add(r.Offset, part)
+				require.NoError(t, err)
+				require.False(t, st.Dropped, "nothing is dropped at offset %d", r.Offset)
+				if st.Complete {
+					at[st.Entry.First] = st.Entry
+				}
+			}
+			for _, s := range subs {
+				offs, _ := s.pd.Wait(ctx)
+				for i, e := range s.entries {
+					got, ok := at[offs[i]]
+					require.True(t, ok, "an entry starts at reported offset %d", offs[i])
+					require.Equal(t, e.Region, got.Region)
+					require.Equal(t, e.Data, got.Data)
+					require.Greater(t, offs[i], lastPos[e.Region]-1, "region %d keeps submission order", e.Region)
+					lastPos[e.Region] = got.Last + 1
+					if i > 0 {
+						require.Greater(t, offs[i], offs[i-1], "a request keeps slice order")
+					}
+				}
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			seen := 0
+			for _, r := range obs.runs {
+				for o := r.Start; o < r.Start+r.Count; o++ {
+					p, err := record.Decode(log.recs[o].Key, log.recs[o].Value)
+					require.NoError(t, err)
+					require.Equal(t, p.Region, r.Region, "observed run region at %d", o)
+				}
+				seen += int(r.Count)
+			}
+			require.Equal(t, len(log.recs), seen, "every acknowledged record was observed once")
+			if seed%2 == 1 {
+				for _, regions := range log.calls {
+					for _, r := range regions {
+						require.Equal(t, regions[0], r, "without MergeBelow, produce calls are region-pure")
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFailedProduceFailsExactlyItsRequests protects error fan-out: the
+// requests of a failed produce call fail with its error, requests of other
+// calls succeed, and the producer keeps serving.
+func TestFailedProduceFailsExactlyItsRequests(t *testing.T) {
+	boom := errors.New("boom")
+	log := &fakeLog{failNth: map[int]error{2: boom}}
+	p, _ := newTestProducer(t, log, 1, nil)
+	ctx := context.Background()
+	var errs []error
+	for i := range 4 {
+		pd, err := p.Submit(ctx, []Entry{{Region: uint64(i), Data: []byte("x")}})
+		require.NoError(t, err)
+		_, err = pd.Wait(ctx)
+		errs = append(errs, err)
+	}
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], boom)
+	require.NoError(t, errs[2])
+	require.NoError(t, errs[3])
+}
+
+// TestTimeoutFailsAndHoldsRegion protects the produce timeout: a produce
+// that never returns fails its request with ErrTimeout, and the region
+// stays busy (its next request waits) until the produce really returns.
+func TestTimeoutFailsAndHoldsRegion(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{})}
+	p, _ := newTestProducer(t, log, 2, func(o *Options) { o.ProduceTimeout = 50 * time.Millisecond })
+	ctx := context.Background()
+	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("stuck")}})
+	require.NoError(t, err)
+	_, err = pd.Wait(ctx)
+	require.ErrorIs(t, err, ErrTimeout)
+
+	pd2, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("next")}})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = pd2.Wait(wctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "region 1 is held while the stuck produce may still land")
+	require.Contains(t, err.Error(), "withdrawn", "it never left the queue")
+	close(log.block)
+	pd3, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("after")}})
+	require.NoError(t, err)
+	_, err = pd3.Wait(ctx)
+	require.NoError(t, err)
+}
+
+// TestCloseDrainsQueue protects Close: everything queued before Close is
+// sent and resolved, and Submit after Close fails with ErrClosed.
+func TestCloseDrainsQueue(t *testing.T) {
+	log := &fakeLog{delay: func() time.Duration { return time.Millisecond }}
+	clients := []Client{fakeClient{log}}
+	lanes := NewLanes(clients)
+	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Second, Lanes: lanes})
+	ctx := context.Background()
+	var pds []*Pending
+	for i := range 50 {
+		pd, err := p.Submit(ctx, []Entry{{Region: uint64(i % 3), Data: []byte("x")}})
+		require.NoError(t, err)
+		pds = append(pds, pd)
+	}
+	require.NoError(t, p.Close(ctx))
+	for _, pd := range pds {
+		_, err := pd.Wait(ctx)
+		require.NoError(t, err)
+	}
+	_, err := p.Submit(ctx, []Entry{{Region: 1}})
+	require.ErrorIs(t, err, logstore.ErrClosed)
+	require.NoError(t, p.Close(ctx), "idempotent")
+	lanes.Wait()
+}
+
+// TestCloseTimeoutFailsPending protects Close against a stuck broker: when
+// its context ends, every unresolved request fails with ErrClosed.
+func TestCloseTimeoutFailsPending(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{})}
+	lanes := NewLanes([]Client{fakeClient{log}})
+	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Hour, Lanes: lanes})
+	ctx := context.Background()
+	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
+	require.NoError(t, err)
+	pd2, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("y")}})
+	require.NoError(t, err)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.Close(cctx), context.DeadlineExceeded)
+	for _, d := range []*Pending{pd, pd2} {
+		_, err := d.Wait(ctx)
+		require.ErrorIs(t, err, logstore.ErrClosed)
+	}
+	close(log.block)
+	lanes.Wait()
+}
+
+// TestFlushBypassesLinger protects Flush: with a long linger, a small
+// request waits, and Flush sends it at once.
+func TestFlushBypassesLinger(t *testing.T) {
+	log := &fakeLog{}
+	p, _ := newTestProducer(t, log, 1, func(o *Options) { o.Linger = time.Hour })
+	ctx := context.Background()
+	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = pd.Wait(wctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "withdrawn")
+	pd, err = p.Submit(ctx, []Entry{{Region: 1, Data: []byte("y")}})
+	require.NoError(t, err)
+	require.NoError(t, p.Flush(ctx))
+	_, err = pd.Wait(ctx)
+	require.NoError(t, err)
+}
