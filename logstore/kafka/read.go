@@ -140,7 +140,7 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 	}
 	var plan index.Plan
 	if s.index != nil && !r.opts.NoIndex {
-		s.index.Start(r.topic, start, end)
+		s.startIndexForRead(r.topic, start, end)
 		plan = s.index.Plan(r.topic, r.from, end)
 	} else {
 		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
@@ -166,21 +166,35 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 	return nil
 }
 
+// maxScanRuns bounds the runs a scan accumulates for the index before it
+// hands them over (about 2 MiB): a scan that reaches the index's accounted
+// span from below lets the index account for all of it at once.
+const maxScanRuns = 1 << 16
+
 // readRange fetches [rg.Start, rg.End) and hands every record to handle.
+// In a scan range, what was decoded is reported to the index.
 func (r *reader) readRange(ctx context.Context, rg index.Range) error {
 	mode := "indexed"
 	if rg.Scan {
 		mode = "scan"
 	}
 	off := rg.Start
+	var runs []index.Run // a scan's runs since accFrom, covering [accFrom, off)
+	accFrom := off
+	report := func() {
+		if rg.Scan && off > accFrom && r.s.index != nil {
+			r.s.index.ObserveScan(r.topic, accFrom, off, runs)
+		}
+		runs, accFrom = runs[:0], off
+	}
+	defer report()
 	for off < rg.End {
 		maxBytes := r.fetchSize(rg, off)
+		fetchedFrom := off
 		fp, next, fetched, err := r.fetch(ctx, off, maxBytes, mode)
 		if err != nil {
 			return err
 		}
-		var runs []index.Run
-		covered := off
 		for _, rec := range fp.Records {
 			if rec.Offset < off {
 				continue
@@ -188,47 +202,58 @@ func (r *reader) readRange(ctx context.Context, rg index.Range) error {
 			if rec.Offset >= rg.End {
 				break
 			}
-			if rg.Scan && rec.Offset > covered {
-				runs = append(runs, index.Run{Start: covered, Count: rec.Offset - covered, Foreign: true})
+			if rg.Scan && rec.Offset > off {
+				runs = appendRun(runs, index.Run{Start: off, Count: rec.Offset - off, Foreign: true})
 			}
 			region, kwal, err := r.handle(rec)
 			if rg.Scan {
 				runs = appendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: !kwal})
-				covered = rec.Offset + 1
 			}
+			off = rec.Offset + 1
 			if err != nil {
-				r.observe(runs)
 				return err
 			}
 		}
 		if fp.Err != nil {
-			r.observe(runs)
 			return &logstore.CorruptError{Namespace: r.topic, Offset: next, Err: fp.Err}
 		}
-		if next <= off {
+		if next <= off && len(fp.Records) == 0 {
 			if maxBytes < r.s.cfg.FetchMaxBytes {
 				r.avgRecord = float64(r.s.cfg.FetchMaxBytes) // fetch more next time
 				continue
 			}
 			return fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, fetched)
 		}
-		if rg.Scan && min(next, rg.End) > covered {
-			runs = append(runs, index.Run{Start: covered, Count: min(next, rg.End) - covered, Foreign: true})
+		// Offsets up to next that returned no record (transaction markers,
+		// compacted records) hold no entry.
+		if end := min(next, rg.End); end > off {
+			if rg.Scan {
+				runs = appendRun(runs, index.Run{Start: off, Count: end - off, Foreign: true})
+			}
+			off = end
 		}
-		r.observe(runs)
 		if fetched > 0 {
-			seen := float64(next - off)
-			r.avgRecord = (r.avgRecord*float64(r.stats.Records) + float64(fetched)) / (float64(r.stats.Records) + seen)
+			r.learnRecordSize(fetched, next-fetchedFrom)
 		}
-		off = next
+		if len(runs) >= maxScanRuns {
+			report()
+		}
 	}
 	return nil
 }
 
-func (r *reader) observe(runs []index.Run) {
-	if len(runs) > 0 && r.s.index != nil {
-		r.s.index.Observe(r.topic, runs)
+// learnRecordSize folds a fetch's bytes per offset into the running
+// estimate that sizes indexed fetches.
+func (r *reader) learnRecordSize(fetched int, offsets int64) {
+	if offsets <= 0 {
+		return
 	}
+	per := float64(fetched) / float64(offsets)
+	if r.avgRecord <= 0 || r.avgRecord >= float64(r.s.cfg.FetchMaxBytes) {
+		r.avgRecord = per
+		return
+	}
+	r.avgRecord = 0.7*r.avgRecord + 0.3*per
 }
 
 func appendRun(runs []index.Run, run index.Run) []index.Run {
@@ -335,6 +360,21 @@ func (r *reader) release(all bool) error {
 	clear(r.held[:n])
 	r.held = r.held[n:]
 	return nil
+}
+
+// startIndexForRead lets the index check its coverage against the log's
+// bounds (a topic recreated while this process was down has an end below
+// the persisted watermark). Only while the topic has no producer: a
+// producer's acknowledgements could be newer than end, and its creation
+// made the same check with a fresh end. The store lock keeps a producer
+// from being created in between.
+func (s *LogStore) startIndexForRead(topic string, start, end int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.producers[topic]; ok {
+		return
+	}
+	s.index.Start(topic, start, end)
 }
 
 // refreshLeader looks up partition 0's leader and the topic's ID.

@@ -46,8 +46,11 @@ type Collector interface {
 	// Start tells the collector that the topic's log currently ends at
 	// offset end (the high watermark) and begins at logStart. A topic the
 	// collector has no coverage for starts its accounted span at end (the
-	// history before it is unaccounted, so reads scan it). Called whenever
-	// the store opens a producer or a read for the topic.
+	// history before it is unaccounted, so reads scan it). A watermark
+	// above end means the topic was recreated or truncated: the coverage is
+	// discarded. So end must not be older than any run already observed:
+	// the store calls Start when it opens the topic's producer (before any
+	// acknowledgement), and from reads only while the topic has no producer.
 	Start(topic string, logStart, end int64)
 
 	// Observe records runs learned from acknowledged appends or from records
@@ -55,6 +58,12 @@ type Collector interface {
 	// the accounted span [C, W) only grows through offsets that are known,
 	// never past a gap.
 	Observe(topic string, runs []Run)
+
+	// ObserveScan records what a reader decoded while scanning [start, end):
+	// runs cover every offset there, ascending. Unlike Observe it may extend
+	// the accounted span downwards (a complete scan reaching C from below
+	// lowers C), and it starts coverage for a topic that has none.
+	ObserveScan(topic string, start, end int64, runs []Run)
 
 	// Obsolete records that region no longer needs its records at offsets
 	// < before; the index may drop them.

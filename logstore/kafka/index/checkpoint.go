@@ -1,0 +1,481 @@
+package index
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Compaction policy: a topic's deltas are folded into a new base once they
+// add up to more than the base, with a floor so that a small base does not
+// make every delta a rewrite, and a cap on their number to bound what a load
+// reads. On disk a topic then takes at most twice its base (plus the
+// floor); for an index of steady size each byte of delta costs at most one
+// more byte of base rewrite; a growing index writes about three bytes per
+// byte it holds.
+const (
+	compactFloor = 4 << 10
+	maxDeltas    = 128
+)
+
+// ckState is a topic's persistence bookkeeping, guarded by topic.ckMu.
+type ckState struct {
+	// known is false until the topic's files on the store are listed
+	// (always true for topics found at load).
+	known bool
+	// lastSeq is the highest file sequence number on the store (or
+	// written); new files take lastSeq+1.
+	lastSeq uint64
+	// baseSeq is the sequence number of the current base, 0 for none.
+	baseSeq uint64
+	// c and w are the accounted span as of the last file of the chain.
+	c, w       int64
+	baseBytes  int64
+	deltaBytes int64
+	deltas     int
+	// files are the names of the topic's files on the store, for deletion.
+	files []ckFile
+}
+
+type ckFile struct {
+	name string
+	seq  uint64
+	kind fileKind
+}
+
+// ---- file names ---------------------------------------------------------
+
+// fileName is the store name of a topic's file:
+//
+//	idx-<escaped topic>.<seq, 16 lower-case hex digits>.base|delta
+//
+// The escaped topic keeps [A-Za-z0-9_-] and writes any other byte as %XX
+// (upper-case hex), so it contains no '.', and each topic's files are the
+// names beginning with topicPrefix(topic).
+func fileName(topic string, seq uint64, kind fileKind) string {
+	return topicPrefix(topic) + fmt.Sprintf("%016x", seq) + "." + kind.String()
+}
+
+const namePrefix = "idx-"
+
+func topicPrefix(topic string) string { return namePrefix + escapeTopic(topic) + "." }
+
+func escapeTopic(topic string) string {
+	var b strings.Builder
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if plainByte(c) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+func plainByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// parseFileName is the inverse of fileName; ok is false for any name
+// fileName cannot produce.
+func parseFileName(name string) (topic string, seq uint64, kind fileKind, ok bool) {
+	rest, found := strings.CutPrefix(name, namePrefix)
+	if !found {
+		return "", 0, 0, false
+	}
+	rest, ext, found := cutLast(rest, ".")
+	if !found {
+		return "", 0, 0, false
+	}
+	switch ext {
+	case "base":
+		kind = kindBase
+	case "delta":
+		kind = kindDelta
+	default:
+		return "", 0, 0, false
+	}
+	esc, hex, found := cutLast(rest, ".")
+	if !found || len(hex) != 16 || strings.ToLower(hex) != hex {
+		return "", 0, 0, false
+	}
+	seq, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return "", 0, 0, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		c := esc[i]
+		if plainByte(c) {
+			b.WriteByte(c)
+			continue
+		}
+		if c != '%' || i+2 >= len(esc) {
+			return "", 0, 0, false
+		}
+		v, err := strconv.ParseUint(esc[i+1:i+3], 16, 8)
+		if err != nil || plainByte(byte(v)) || fmt.Sprintf("%02X", v) != esc[i+1:i+3] {
+			return "", 0, 0, false
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), seq, kind, true
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+// ---- writing ------------------------------------------------------------
+
+// checkpoint writes one file for the topic if anything changed since its
+// last one: a delta, or a base when needed or when the deltas have grown
+// too large. It returns the bytes written.
+func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
+	t.ckMu.Lock()
+	defer t.ckMu.Unlock()
+	ck := &t.ck
+	if !ck.known {
+		if err := t.listFilesLocked(ctx, st); err != nil {
+			return 0, err
+		}
+	}
+
+	// Snapshot under the data lock: encode the file and hand the dirty set
+	// over to it. The store write happens without the data lock, so that
+	// Observe and Plan go on meanwhile.
+	t.mu.Lock()
+	if t.dropped || !t.covered {
+		t.mu.Unlock()
+		return 0, nil
+	}
+	base := t.needBase || ck.baseSeq == 0
+	if !base && t.c == ck.c && t.w == ck.w && len(t.dirty) == 0 {
+		t.mu.Unlock()
+		return 0, nil
+	}
+	seq := ck.lastSeq + 1
+	var data []byte
+	if !base {
+		data = appendFile(nil, t.deltaLocked(seq, ck.baseSeq, ck.w))
+		if ck.deltas >= maxDeltas ||
+			ck.deltaBytes+int64(len(data)) > max(ck.baseBytes, compactFloor) {
+			base = true
+		}
+	}
+	if base {
+		data = appendFile(nil, t.baseLocked(seq))
+	}
+	dirty := t.dirty
+	t.dirty = make(map[uint64]struct{})
+	hadNeedBase := t.needBase
+	t.needBase = false
+	c, w := t.c, t.w
+	t.mu.Unlock()
+
+	kind := kindDelta
+	if base {
+		kind = kindBase
+	}
+	name := fileName(t.name, seq, kind)
+	if err := st.Put(ctx, name, data); err != nil {
+		// Give the changes back to the next checkpoint.
+		t.mu.Lock()
+		for id := range dirty {
+			if _, ok := t.regions[id]; ok {
+				t.dirty[id] = struct{}{}
+			}
+		}
+		t.needBase = t.needBase || hadNeedBase
+		t.mu.Unlock()
+		return 0, fmt.Errorf("index: topic %q: writing checkpoint %s: %w", t.name, name, err)
+	}
+	t.m.ckBytes.WithLabelValues(kind.String()).Add(float64(len(data)))
+	t.m.ckFiles.WithLabelValues(kind.String()).Inc()
+	ck.lastSeq = seq
+	ck.c, ck.w = c, w
+	ck.files = append(ck.files, ckFile{name: name, seq: seq, kind: kind})
+	if !base {
+		ck.deltaBytes += int64(len(data))
+		ck.deltas++
+		return int64(len(data)), nil
+	}
+	ck.baseSeq = seq
+	ck.baseBytes = int64(len(data))
+	ck.deltaBytes, ck.deltas = 0, 0
+	// The new base is durable: every older file is garbage. A failed delete
+	// leaves a file that loads ignore (its seq is below the base's); it is
+	// retried after the next base.
+	keep := ck.files[:0]
+	var errs []error
+	for _, f := range ck.files {
+		if f.seq >= seq {
+			keep = append(keep, f)
+			continue
+		}
+		if err := st.Delete(ctx, f.name); err != nil {
+			errs = append(errs, err)
+			keep = append(keep, f)
+		}
+	}
+	ck.files = keep
+	if len(errs) > 0 {
+		t.log.Warn("index: deleting old checkpoint files", "err", errors.Join(errs...))
+	}
+	return int64(len(data)), nil
+}
+
+// listFilesLocked learns the topic's files on the store (for a topic
+// created after load, normally none). Any file found means they were not
+// written by this Global: the next checkpoint writes a base above them.
+func (t *topic) listFilesLocked(ctx context.Context, st Store) error {
+	names, err := st.List(ctx, topicPrefix(t.name))
+	if err != nil {
+		return fmt.Errorf("index: topic %q: listing checkpoint files: %w", t.name, err)
+	}
+	ck := &t.ck
+	for _, n := range names {
+		topic, seq, kind, ok := parseFileName(n)
+		if !ok || topic != t.name {
+			continue
+		}
+		ck.files = append(ck.files, ckFile{name: n, seq: seq, kind: kind})
+		ck.lastSeq = max(ck.lastSeq, seq)
+	}
+	if len(ck.files) > 0 {
+		t.mu.Lock()
+		t.needBase = true
+		t.mu.Unlock()
+	}
+	ck.known = true
+	return nil
+}
+
+// baseLocked returns the base file of the topic's current state.
+func (t *topic) baseLocked(seq uint64) *checkpointFile {
+	f := &checkpointFile{Kind: kindBase, Topic: t.name, Seq: seq, BaseSeq: seq, C: t.c, Low: t.c, W: t.w}
+	ids := make([]uint64, 0, len(t.regions))
+	for id := range t.regions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		f.Regions = append(f.Regions, t.regionRecordLocked(id, t.c))
+	}
+	return f
+}
+
+// deltaLocked returns the delta file from a previous file whose W was low.
+func (t *topic) deltaLocked(seq, baseSeq uint64, low int64) *checkpointFile {
+	f := &checkpointFile{Kind: kindDelta, Topic: t.name, Seq: seq, BaseSeq: baseSeq, C: t.c, Low: low, W: t.w}
+	ids := make([]uint64, 0, len(t.dirty))
+	for id := range t.dirty {
+		if _, ok := t.regions[id]; ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		f.Regions = append(f.Regions, t.regionRecordLocked(id, low))
+	}
+	return f
+}
+
+// regionRecordLocked returns the region's record of its runs in
+// [from, W), streamed from its runList when the file is encoded (under the
+// same lock).
+func (t *topic) regionRecordLocked(id uint64, from int64) regionRecord {
+	r := t.regions[id]
+	return regionRecord{Region: id, DroppedBelow: r.dropped, src: &r.runs, lo: from, hi: t.w}
+}
+
+// ---- loading ------------------------------------------------------------
+
+// fetchParallelism is the number of files of a topic fetched at once at
+// load.
+const fetchParallelism = 8
+
+// loadFailure describes one file a load could not use.
+type loadFailure struct {
+	name   string
+	reason string
+	err    error
+}
+
+// load rebuilds the topic from its files on the store: the newest base that
+// decodes, then its deltas in sequence while each one decodes and continues
+// the chain. It returns the files it could not use; the topic is then at
+// the last consistent state reached (or has no coverage), and its next
+// checkpoint writes a new base.
+func (t *topic) load(ctx context.Context, st Store, files []ckFile) []loadFailure {
+	t.ckMu.Lock()
+	defer t.ckMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ck := &t.ck
+	ck.known = true
+	ck.files = files
+	for _, f := range files {
+		ck.lastSeq = max(ck.lastSeq, f.seq)
+	}
+	slices.SortFunc(ck.files, func(a, b ckFile) int { return cmp.Compare(a.seq, b.seq) })
+
+	var fails []loadFailure
+	fail := func(f ckFile, reason string, err error) {
+		fails = append(fails, loadFailure{name: f.name, reason: reason, err: err})
+	}
+	// Fetch the files concurrently (on an object store each is a round
+	// trip), then apply them in order.
+	type fetched struct {
+		data []byte
+		err  error
+	}
+	got := make([]fetched, len(ck.files))
+	sem := make(chan struct{}, fetchParallelism)
+	var wg sync.WaitGroup
+	for i, f := range ck.files {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			got[i].data, got[i].err = st.Get(ctx, f.name)
+		})
+	}
+	wg.Wait()
+	pos := make(map[string]int, len(ck.files))
+	for i, f := range ck.files {
+		pos[f.name] = i
+	}
+	read := func(f ckFile) (*checkpointFile, int64, bool) {
+		data, err := got[pos[f.name]].data, got[pos[f.name]].err
+		if err != nil {
+			fail(f, loadFailureReason(err), err)
+			return nil, 0, false
+		}
+		dec, err := decodeFile(data)
+		if err == nil && (dec.Topic != t.name || dec.Seq != f.seq || dec.Kind != f.kind) {
+			err = fmt.Errorf("%w: file holds topic %q seq %d kind %v", ErrCorrupt, dec.Topic, dec.Seq, dec.Kind)
+		}
+		if err != nil {
+			fail(f, loadFailureReason(err), err)
+			return nil, 0, false
+		}
+		return dec, int64(len(data)), true
+	}
+
+	clean := true
+	for bi := len(ck.files) - 1; bi >= 0; bi-- {
+		bf := ck.files[bi]
+		if bf.kind != kindBase {
+			continue
+		}
+		base, n, ok := read(bf)
+		if !ok {
+			clean = false
+			continue
+		}
+		t.applyLocked(base)
+		ck.baseSeq, ck.baseBytes = bf.seq, n
+		next := bf.seq + 1
+		for _, df := range ck.files[bi+1:] {
+			if df.kind == kindBase {
+				break // an older base's chain ends where the next base begins
+			}
+			if df.seq != next {
+				fail(df, reasonMissing, fmt.Errorf("expected delta %d of base %d", next, bf.seq))
+				clean = false
+				break
+			}
+			d, n, ok := read(df)
+			if ok && (d.BaseSeq != bf.seq || d.Low != t.w) {
+				fail(df, reasonCorrupt, fmt.Errorf("%w: delta of base %d from %d does not continue base %d at %d",
+					ErrCorrupt, d.BaseSeq, d.Low, bf.seq, t.w))
+				ok = false
+			}
+			if !ok {
+				clean = false
+				break
+			}
+			t.applyLocked(d)
+			ck.deltaBytes += n
+			ck.deltas++
+			next++
+		}
+		break
+	}
+	if ck.baseSeq == 0 && len(ck.files) > 0 {
+		if clean {
+			// Only deltas: their base is gone.
+			fail(ck.files[0], reasonMissing, errors.New("no base file"))
+		}
+		clean = false
+	}
+	ck.c, ck.w = t.c, t.w
+	t.needBase = !clean
+	clear(t.dirty)
+	t.wm.Set(float64(t.w))
+	return fails
+}
+
+// applyLocked applies a decoded base (onto an empty topic) or delta.
+func (t *topic) applyLocked(f *checkpointFile) {
+	if f.Kind == kindBase {
+		t.resetLocked()
+		t.covered = true
+		t.c, t.w = f.C, f.C
+	}
+	t.raiseCLocked(f.C)
+	for _, rec := range f.Regions {
+		r := t.regions[rec.Region]
+		if r == nil {
+			r = &region{}
+			t.regions[rec.Region] = r
+		}
+		if rec.DroppedBelow > r.dropped {
+			r.dropped = rec.DroppedBelow
+			r.runs.dropBelow(r.dropped)
+		}
+		for _, s := range rec.Runs {
+			r.runs.appendRun(max(s.start, r.dropped, t.c), s.end)
+		}
+		if r.runs.empty() && r.dropped <= t.c {
+			delete(t.regions, rec.Region)
+		}
+	}
+	t.w = max(t.w, f.W)
+}
+
+// checkpointAll checkpoints every topic, returning the bytes written.
+func (g *Global) checkpointAll(ctx context.Context) (int64, error) {
+	if g.opts.Store == nil || g.opts.ReadOnly {
+		return 0, nil
+	}
+	began := time.Now()
+	var total int64
+	var errs []error
+	for _, t := range g.topicList() {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		n, err := t.checkpoint(ctx, g.opts.Store)
+		total += n
+		if err != nil {
+			g.m.ckErrors.Inc()
+			errs = append(errs, err)
+		}
+	}
+	g.m.ckDuration.Observe(time.Since(began).Seconds())
+	return total, errors.Join(errs...)
+}

@@ -1,0 +1,276 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Global is the index of every topic of one node: a Collector.
+//
+// It holds one index per topic, created on first use. The Global's own lock
+// guards only the map of topics; each topic has its own locks, so that work
+// on one topic (observing, planning, checkpointing) never waits for another.
+type Global struct {
+	opts Options
+	log  *slog.Logger
+	m    *metrics
+
+	mu     sync.Mutex
+	topics map[string]*topic
+	closed bool
+
+	// The background checkpoint goroutine, when CheckpointInterval > 0:
+	// stop asks it to end, bgCancel cancels the checkpoint it may be
+	// running, done is closed when it has ended.
+	stop     chan struct{}
+	bgCancel context.CancelFunc
+	done     chan struct{}
+}
+
+var _ Collector = (*Global)(nil)
+
+// New returns a Global, loading every topic found in opts.Store. Files
+// that cannot be used (missing, truncated, corrupt, of a newer version, or
+// unreadable) are logged and counted in kwal_index_load_failures_total; the
+// topic then keeps the last consistent state its files give, or no coverage
+// (reads of it scan): New returns an error only for invalid options or a
+// failed metrics registration.
+func New(opts Options) (*Global, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	g := &Global{
+		opts:   opts,
+		log:    opts.Logger,
+		m:      m,
+		topics: make(map[string]*topic),
+	}
+	if opts.Store != nil {
+		g.load(context.Background())
+	}
+	if opts.CheckpointInterval > 0 && opts.Store != nil && !opts.ReadOnly {
+		ctx, cancel := context.WithCancel(context.Background())
+		g.stop, g.bgCancel = make(chan struct{}), cancel
+		g.done = make(chan struct{})
+		go g.checkpointLoop(ctx, opts.CheckpointInterval)
+	}
+	return g, nil
+}
+
+// load reads every topic's files from the store.
+func (g *Global) load(ctx context.Context) {
+	names, err := g.opts.Store.List(ctx, "")
+	if err != nil {
+		// Topics will list their own files before their first checkpoint.
+		g.log.Error("index: listing checkpoint files; starting with no coverage", "err", err)
+		g.m.loadFailures.WithLabelValues(reasonIO).Inc()
+		return
+	}
+	byTopic := make(map[string][]ckFile)
+	for _, n := range names {
+		topic, seq, kind, ok := parseFileName(n)
+		if !ok {
+			g.log.Debug("index: ignoring a file that is not a checkpoint", "name", n)
+			continue
+		}
+		byTopic[topic] = append(byTopic[topic], ckFile{name: n, seq: seq, kind: kind})
+	}
+	// Topics load in parallel: on an object store each file is a round trip.
+	names = slices.Sorted(maps.Keys(byTopic))
+	topics := make([]*topic, len(names))
+	sem := make(chan struct{}, loadParallelism)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			topics[i] = g.loadTopic(ctx, name, byTopic[name])
+		})
+	}
+	wg.Wait()
+	for i, t := range topics {
+		g.topics[names[i]] = t
+	}
+}
+
+// loadParallelism is the number of topics New loads at once.
+const loadParallelism = 8
+
+func (g *Global) loadTopic(ctx context.Context, name string, files []ckFile) *topic {
+	t := newTopic(name, g.log, g.m)
+	for _, f := range t.load(ctx, g.opts.Store, files) {
+		g.m.loadFailures.WithLabelValues(f.reason).Inc()
+		t.log.Error("index: checkpoint file unusable; the topic keeps the last consistent state before it",
+			"file", f.name, "reason", f.reason, "err", f.err)
+	}
+	if c, w, entries, _ := t.stats(); t.covered {
+		t.log.Info("index: loaded", "accounted_from", c, "watermark", w, "entries", entries)
+	} else {
+		t.log.Warn("index: no usable checkpoint; reads will scan until coverage is rebuilt")
+	}
+	return t
+}
+
+// checkpointLoop is the background checkpoint goroutine. Close stops it:
+// it closes stop, cancels ctx (a checkpoint in flight gives up; Close writes
+// the final one) and waits for done.
+func (g *Global) checkpointLoop(ctx context.Context, every time.Duration) {
+	defer close(g.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-tick.C:
+			if _, err := g.checkpointAll(ctx); err != nil && ctx.Err() == nil {
+				g.log.Error("index: background checkpoint", "err", err)
+			}
+		}
+	}
+}
+
+// topic returns the topic's index, creating it when create is set.
+func (g *Global) topic(name string, create bool) *topic {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := g.topics[name]
+	if t == nil && create {
+		t = newTopic(name, g.log, g.m)
+		g.topics[name] = t
+	}
+	return t
+}
+
+func (g *Global) topicList() []*topic {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Collect(maps.Values(g.topics))
+}
+
+// Start implements Collector.
+func (g *Global) Start(topic string, logStart, end int64) {
+	g.topic(topic, true).start(logStart, end)
+}
+
+// Observe implements Collector.
+func (g *Global) Observe(topic string, runs []Run) {
+	if len(runs) == 0 {
+		return
+	}
+	g.topic(topic, true).observe(runs)
+}
+
+// Obsolete implements Collector.
+func (g *Global) Obsolete(topic string, region uint64, before int64) {
+	g.topic(topic, true).obsolete(region, before)
+}
+
+// Plan implements Collector. For a topic the index does not know, the plan
+// is one Scan range [min(from), end).
+func (g *Global) Plan(topic string, from map[uint64]int64, end int64) Plan {
+	if t := g.topic(topic, false); t != nil {
+		return t.plan(from, end, g.opts.MergeGap)
+	}
+	lo, ok := minFrom(from)
+	if !ok || lo >= end {
+		return Plan{}
+	}
+	return Plan{Ranges: []Range{{Start: lo, End: end, Scan: true}}}
+}
+
+// Drop implements Collector: it forgets the topic and deletes its files
+// (with ReadOnly, only forgets it).
+func (g *Global) Drop(ctx context.Context, topic string) error {
+	g.mu.Lock()
+	closed := g.closed
+	t := g.topics[topic]
+	g.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if t != nil {
+		// Wait for a checkpoint of the topic in flight, and keep any other
+		// from starting: the object stays marked dropped.
+		t.ckMu.Lock()
+		defer t.ckMu.Unlock()
+		t.mu.Lock()
+		t.dropped = true
+		t.resetLocked()
+		t.mu.Unlock()
+	}
+	var err error
+	if st := g.opts.Store; st != nil && !g.opts.ReadOnly {
+		err = deleteTopicFiles(ctx, st, topic)
+	}
+	g.mu.Lock()
+	if t != nil && g.topics[topic] == t {
+		delete(g.topics, topic)
+	}
+	g.mu.Unlock()
+	g.m.watermark.DeleteLabelValues(topic)
+	return err
+}
+
+func deleteTopicFiles(ctx context.Context, st Store, topic string) error {
+	names, err := st.List(ctx, topicPrefix(topic))
+	if err != nil {
+		return fmt.Errorf("index: dropping topic %q: %w", topic, err)
+	}
+	var errs []error
+	for _, n := range names {
+		if tp, _, _, ok := parseFileName(n); !ok || tp != topic {
+			continue
+		}
+		if err := st.Delete(ctx, n); err != nil {
+			errs = append(errs, fmt.Errorf("index: dropping topic %q: %w", topic, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Checkpoint implements Collector: it writes one file for each topic
+// changed since its last checkpoint (see the package comment for what a
+// checkpoint costs). Without a Store, or with ReadOnly, it does nothing.
+func (g *Global) Checkpoint(ctx context.Context) error {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	_, err := g.checkpointAll(ctx)
+	return err
+}
+
+// Close implements Collector: it stops the background checkpoint goroutine,
+// then writes a final checkpoint. Later calls of Close return nil, of
+// Checkpoint and Drop ErrClosed; Start, Observe, Obsolete and Plan go on
+// working in memory.
+func (g *Global) Close(ctx context.Context) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.mu.Unlock()
+	if g.stop != nil {
+		close(g.stop)
+		g.bgCancel()
+		<-g.done
+	}
+	_, err := g.checkpointAll(ctx)
+	return err
+}

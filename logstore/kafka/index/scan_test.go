@@ -1,0 +1,66 @@
+package index
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestObserveScanLowersC protects the rebuild of an index that starts late
+// (not persisted, or older than the log): a complete scan reaching the
+// accounted span from below lowers C, so the next plan of any region is
+// indexed down to the scan's start; a scan that does not reach C changes
+// nothing below C; and a topic with no coverage starts it at the scan.
+func TestObserveScanLowersC(t *testing.T) {
+	g, err := New(Options{})
+	require.NoError(t, err)
+	defer g.Close(t.Context())
+
+	// The producer opened the topic at offset 100 and appended 100..109.
+	g.Start("t", 0, 100)
+	g.Observe("t", []Run{{Start: 100, Count: 10, Region: 1}})
+	p := g.Plan("t", map[uint64]int64{2: 0}, 110)
+	require.Equal(t, []Range{{Start: 0, End: 100, Scan: true}}, p.Ranges, "history below C is scanned")
+
+	// A scan of [40, 60) does not reach C: nothing below C is learned.
+	g.ObserveScan("t", 40, 60, []Run{{Start: 40, Count: 20, Region: 2}})
+	p = g.Plan("t", map[uint64]int64{2: 50}, 110)
+	require.Equal(t, []Range{{Start: 50, End: 100, Scan: true}}, p.Ranges)
+
+	// A scan of [0, 110) reaches C: C drops to 0.
+	g.ObserveScan("t", 0, 110, []Run{
+		{Start: 0, Count: 30, Region: 2},
+		{Start: 30, Count: 10, Foreign: true},
+		{Start: 40, Count: 60, Region: 3},
+		{Start: 100, Count: 10, Region: 1},
+	})
+	p = g.Plan("t", map[uint64]int64{2: 0}, 110)
+	require.Equal(t, []Range{{Start: 0, End: 30}}, p.Ranges)
+	p = g.Plan("t", map[uint64]int64{1: 0}, 110)
+	require.Equal(t, []Range{{Start: 100, End: 110}}, p.Ranges)
+	p = g.Plan("t", map[uint64]int64{4: 0}, 110)
+	require.Empty(t, p.Ranges, "an idle region reads nothing")
+
+	// A topic the index never saw: coverage starts at the scan.
+	g.ObserveScan("u", 5, 8, []Run{{Start: 5, Count: 3, Region: 9}})
+	p = g.Plan("u", map[uint64]int64{9: 0}, 8)
+	require.Equal(t, []Range{{Start: 0, End: 8, Scan: true}}, p.Ranges, "[0, 5) is unaccounted; adjacent ranges merge into a scan")
+	p = g.Plan("u", map[uint64]int64{9: 5}, 8)
+	require.Equal(t, []Range{{Start: 5, End: 8}}, p.Ranges)
+}
+
+// TestObserveScanRespectsObsolete: lowering C does not bring back offsets
+// a region declared obsolete above the old C.
+func TestObserveScanRespectsObsolete(t *testing.T) {
+	g, err := New(Options{})
+	require.NoError(t, err)
+	defer g.Close(t.Context())
+	g.Start("t", 0, 30)
+	g.Observe("t", []Run{{Start: 30, Count: 20, Region: 1}})
+	g.Obsolete("t", 1, 40)
+	g.ObserveScan("t", 0, 50, []Run{{Start: 0, Count: 50, Region: 1}})
+	p := g.Plan("t", map[uint64]int64{1: 40}, 50)
+	require.Equal(t, []Range{{Start: 40, End: 50}}, p.Ranges)
+	p = g.Plan("t", map[uint64]int64{1: 0}, 50)
+	require.Equal(t, []Range{{Start: 0, End: 50, Scan: true}}, p.Ranges, "below its Obsolete point the region is scanned")
+}
