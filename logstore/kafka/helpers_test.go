@@ -2,6 +2,8 @@ package kafka_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -129,3 +131,16 @@ func decodeEntries(t testing.TB, recs []rawRecord) map[logstore.RegionID][]logst
 
 // newTopic returns a unique topic for the test and its brokers.
 func newTopic(t testing.TB) string { return testutil.Topic(t) }
+
+func removeAll(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
