@@ -22,7 +22,11 @@
 // it overflows, which only leaves their offsets unaccounted) and advances W
 // through runs that touch it, never across a gap: an offset nobody reported
 // may hold another writer's record. Readers close gaps: a Scan range's
-// records are decoded and reported through Observe.
+// records are decoded and reported through ObserveScan, which also extends
+// the span downwards when a complete scan reaches C from below (C drops to
+// the scan's start), and starts coverage for a topic that has none. So an
+// index that was not persisted, or is older than the log, is rebuilt by the
+// first replay rather than scanned again by every one.
 //
 // Start(topic, logStart, end) gives a topic without coverage C = W = end;
 // discards coverage whose W lies beyond end (the topic was recreated or
@@ -121,8 +125,8 @@
 // The index cannot tell a topic that was deleted and recreated, then
 // written past the old W while this node was down, from the old topic:
 // Drop the topic when it is deleted. One Global writes to a Store (or a
-// prefix of a bucket); others may only read it (Options.ReadOnly). C never
-// moves down: history before C is scanned until retention removes it.
+// prefix of a bucket); others may only read it (Options.ReadOnly). C moves
+// down only through a complete scan that reaches it (ObserveScan).
 //
 // # File map
 //
@@ -133,6 +137,7 @@
 //     Obsolete.
 //   - runlist.go: the compact per-region offset set and the run encoding.
 //   - plan.go: read plans.
+//   - scan.go: ObserveScan, extending coverage from readers' scans.
 //   - checkpoint.go: file names, base and delta checkpoints, loading.
 //   - format.go: the checkpoint byte layout, encoder and decoder.
 //   - store.go, dirstore.go: the Store interface and the directory Store
