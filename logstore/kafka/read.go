@@ -90,8 +90,9 @@ type reader struct {
 	asm   *record.Assembler
 	yield func(logstore.Entry, error) bool
 
-	from    map[uint64]int64 // first offset wanted, per region
-	leader  int32
+	from        map[uint64]int64 // first offset wanted, per region
+	leaderStale bool
+	leader      int32
 	topicID [16]byte
 	end     int64
 
@@ -377,30 +378,15 @@ func (s *LogStore) startIndexForRead(topic string, start, end int64) {
 	s.index.Start(topic, start, end)
 }
 
-// refreshLeader looks up partition 0's leader and the topic's ID.
+// refreshLeader looks up partition 0's leader and the topic's ID, from
+// the store's cache unless a fetch found it stale.
 func (r *reader) refreshLeader(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
-	defer cancel()
-	details, err := r.s.adm.ListTopics(ctx, r.topic)
+	m, err := r.s.topicMeta(ctx, r.topic, r.leaderStale)
 	if err != nil {
-		return fmt.Errorf("kwal: read %q: metadata: %w", r.topic, err)
+		return fmt.Errorf("kwal: read %q: %w", r.topic, err)
 	}
-	td, ok := details[r.topic]
-	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("kwal: read %q: %w", r.topic, ErrUnknownNamespace)
-	}
-	if td.Err != nil {
-		return fmt.Errorf("kwal: read %q: metadata: %w", r.topic, td.Err)
-	}
-	p, ok := td.Partitions[partition]
-	if !ok {
-		return fmt.Errorf("kwal: read %q: partition %d: %w", r.topic, partition, ErrUnknownNamespace)
-	}
-	if p.Err != nil || p.Leader < 0 {
-		return fmt.Errorf("kwal: read %q: partition %d has no leader: %w", r.topic, partition, errors.Join(p.Err, kerr.LeaderNotAvailable))
-	}
-	r.leader = p.Leader
-	r.topicID = td.ID
+	r.leader, r.topicID = m.leader, m.id
+	r.leaderStale = true // a second lookup in this read goes to the broker
 	return nil
 }
 
@@ -452,7 +438,10 @@ func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode stri
 				case errors.Is(perr, kerr.OffsetOutOfRange):
 					return kgo.FetchPartition{}, 0, 0, r.outOfRange(ctx, off, perr)
 				case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
-					return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: %w", r.topic, ErrUnknownNamespace)
+					// Perhaps a cached topic ID went stale; the metadata
+					// lookup below tells a deleted topic apart.
+					s.forgetMeta(r.topic)
+					retry = perr
 				case kerr.IsRetriable(perr):
 					retry = perr
 				default:

@@ -53,6 +53,9 @@ type LogStore struct {
 	closeErr  error
 	closeOnce sync.Once
 
+	metaMu sync.Mutex
+	meta   map[string]topicMeta // partition-0 leader and topic ID, for reads
+
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
 }
@@ -76,7 +79,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics()}
+	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta)}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -286,21 +289,29 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) error {
 	}
 }
 
-// offsets returns the partition's log start and end (high watermark).
+// offsets returns the partition's log start and end (high watermark),
+// asked concurrently.
 func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64, err error) {
-	starts, err := s.adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: list start offset: %w", topic, err)
-	}
+	var starts kadm.ListedOffsets
+	var serr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		starts, serr = s.adm.ListStartOffsets(ctx, topic)
+		if serr == nil {
+			serr = starts.Error()
+		}
+	}()
 	ends, err := s.adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
+	<-done
+	if serr != nil {
+		return 0, 0, fmt.Errorf("kwal: namespace %q: list start offset: %w", topic, mapUnknown(serr))
+	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: list end offset: %w", topic, err)
+		return 0, 0, fmt.Errorf("kwal: namespace %q: list end offset: %w", topic, mapUnknown(err))
 	}
 	so, ok1 := starts.Lookup(topic, partition)
 	eo, ok2 := ends.Lookup(topic, partition)
@@ -308,6 +319,65 @@ func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64,
 		return 0, 0, fmt.Errorf("kwal: namespace %q: partition %d: %w", topic, partition, ErrUnknownNamespace)
 	}
 	return so.Offset, eo.Offset, nil
+}
+
+// mapUnknown makes a missing topic match ErrUnknownNamespace.
+func mapUnknown(err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
+		return errors.Join(ErrUnknownNamespace, err)
+	}
+	return err
+}
+
+// topicMeta is what reads need to address a topic's partition 0.
+type topicMeta struct {
+	leader int32
+	id     [16]byte
+}
+
+// topicMeta returns the topic's partition-0 leader and ID, cached; refresh
+// asks the broker again (after a fetch found the leader moved).
+func (s *LogStore) topicMeta(ctx context.Context, topic string, refresh bool) (topicMeta, error) {
+	if !refresh {
+		s.metaMu.Lock()
+		m, ok := s.meta[topic]
+		s.metaMu.Unlock()
+		if ok {
+			return m, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	details, err := s.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return topicMeta{}, fmt.Errorf("metadata: %w", err)
+	}
+	td, ok := details[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		s.forgetMeta(topic)
+		return topicMeta{}, ErrUnknownNamespace
+	}
+	if td.Err != nil {
+		return topicMeta{}, fmt.Errorf("metadata: %w", td.Err)
+	}
+	p, ok := td.Partitions[partition]
+	if !ok {
+		return topicMeta{}, fmt.Errorf("partition %d: %w", partition, ErrUnknownNamespace)
+	}
+	if p.Err != nil || p.Leader < 0 {
+		return topicMeta{}, fmt.Errorf("partition %d has no leader: %w", partition, errors.Join(p.Err, kerr.LeaderNotAvailable))
+	}
+	m := topicMeta{leader: p.Leader, id: td.ID}
+	s.metaMu.Lock()
+	s.meta[topic] = m
+	s.metaMu.Unlock()
+	return m, nil
+}
+
+func (s *LogStore) forgetMeta(topic string) {
+	s.metaMu.Lock()
+	delete(s.meta, topic)
+	s.metaMu.Unlock()
 }
 
 // validateTopic applies Kafka's topic name rules, so a bad namespace is
@@ -494,6 +564,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
 	}
+	s.forgetMeta(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
 			return fmt.Errorf("kwal: delete namespace %q: index: %w", namespace, err)
