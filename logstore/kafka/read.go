@@ -152,9 +152,9 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 		} else {
 			r.stats.IndexRanges++
 		}
-		if err := r.readRange(ctx, rg); err != nil {
-			return err
-		}
+	}
+	if err := r.consume(ctx, plan.Ranges); err != nil {
+		return err
 	}
 	if err := r.release(true); err != nil {
 		return err
@@ -172,16 +172,40 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 // span from below lets the index account for all of it at once.
 const maxScanRuns = 1 << 16
 
-// readRange fetches [rg.Start, rg.End) and hands every record to handle.
-// In a scan range, what was decoded is reported to the index.
-func (r *reader) readRange(ctx context.Context, rg index.Range) error {
-	mode := "indexed"
-	if rg.Scan {
-		mode = "scan"
-	}
-	off := rg.Start
+// fetched is one fetch response handed from the fetcher to the reader.
+type fetched struct {
+	rg    index.Range
+	from  int64 // the offset fetched at
+	fp    kgo.FetchPartition
+	next  int64 // the offset after the last record processed
+	bytes int   // record batch bytes fetched
+	err   error
+}
+
+// consume reads the planned ranges. A fetcher goroutine walks the plan one
+// fetch ahead of the reader, so the next response is on its way while the
+// current one is decoded and yielded: the read holds at most two fetch
+// responses (2 x FetchMaxBytes). The goroutine ends before consume
+// returns, whatever the reason.
+func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan fetched)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		r.fetchAll(ctx, ranges, ch)
+	}()
+	defer func() {
+		cancel()
+		for range ch { // let the fetcher finish a send in progress
+		}
+		<-done
+	}()
+
 	var runs []index.Run // a scan's runs since accFrom, covering [accFrom, off)
-	accFrom := off
+	var rg index.Range
+	var off, accFrom int64
 	report := func() {
 		if rg.Scan && off > accFrom && r.s.index != nil {
 			r.s.index.ObserveScan(r.topic, accFrom, off, runs)
@@ -189,14 +213,15 @@ func (r *reader) readRange(ctx context.Context, rg index.Range) error {
 		runs, accFrom = runs[:0], off
 	}
 	defer report()
-	for off < rg.End {
-		maxBytes := r.fetchSize(rg, off)
-		fetchedFrom := off
-		fp, next, fetched, err := r.fetch(ctx, off, maxBytes, mode)
-		if err != nil {
-			return err
+	for f := range ch {
+		if f.err != nil {
+			return f.err
 		}
-		for _, rec := range fp.Records {
+		if f.rg != rg || f.from < off {
+			report()
+			rg, off, accFrom = f.rg, f.rg.Start, f.rg.Start
+		}
+		for _, rec := range f.fp.Records {
 			if rec.Offset < off {
 				continue
 			}
@@ -215,36 +240,68 @@ func (r *reader) readRange(ctx context.Context, rg index.Range) error {
 				return err
 			}
 		}
-		if fp.Err != nil {
-			return &logstore.CorruptError{Namespace: r.topic, Offset: next, Err: fp.Err}
-		}
-		if next <= off && len(fp.Records) == 0 {
-			if maxBytes < r.s.cfg.FetchMaxBytes {
-				r.avgRecord = float64(r.s.cfg.FetchMaxBytes) // fetch more next time
-				continue
-			}
-			return fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, fetched)
+		if f.fp.Err != nil {
+			return &logstore.CorruptError{Namespace: r.topic, Offset: f.next, Err: f.fp.Err}
 		}
 		// Offsets up to next that returned no record (transaction markers,
 		// compacted records) hold no entry.
-		if end := min(next, rg.End); end > off {
+		if end := min(f.next, rg.End); end > off {
 			if rg.Scan {
 				runs = appendRun(runs, index.Run{Start: off, Count: end - off, Foreign: true})
 			}
 			off = end
 		}
-		if fetched > 0 {
-			r.learnRecordSize(fetched, next-fetchedFrom)
-		}
 		if len(runs) >= maxScanRuns {
 			report()
 		}
 	}
-	return nil
+	return ctx.Err()
+}
+
+// fetchAll fetches every range in order, sending each response on ch; it
+// stops at the first error (sent) or when ctx ends.
+func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- fetched) {
+	send := func(f fetched) bool {
+		select {
+		case ch <- f:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for _, rg := range ranges {
+		mode := "indexed"
+		if rg.Scan {
+			mode = "scan"
+		}
+		for off := rg.Start; off < rg.End; {
+			maxBytes := r.fetchSize(rg, off)
+			fp, next, n, err := r.fetch(ctx, off, maxBytes, mode)
+			if err != nil {
+				send(fetched{err: err})
+				return
+			}
+			if fp.Err == nil && next <= off {
+				if maxBytes < r.s.cfg.FetchMaxBytes {
+					r.avgRecord = float64(r.s.cfg.FetchMaxBytes) // no complete batch fitted: ask for more
+					continue
+				}
+				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, n)})
+				return
+			}
+			if n > 0 {
+				r.learnRecordSize(n, next-off)
+			}
+			if !send(fetched{rg: rg, from: off, fp: fp, next: next, bytes: n}) || fp.Err != nil {
+				return
+			}
+			off = next
+		}
+	}
 }
 
 // learnRecordSize folds a fetch's bytes per offset into the running
-// estimate that sizes indexed fetches.
+// estimate that sizes indexed fetches. Only the fetcher goroutine uses it.
 func (r *reader) learnRecordSize(fetched int, offsets int64) {
 	if offsets <= 0 {
 		return
