@@ -77,7 +77,9 @@ type done struct {
 // completes it, and the whole entry's length and CRC-32C are checked. A part
 // repeating one already taken (same size, CRC and a seq already seen) is a
 // duplicate and dropped. Anything that breaks the sequence abandons the open
-// entry as incomplete. A part with no open entry is an orphan. Data of open
+// entry as incomplete; so does a first part, which always starts a new
+// entry (a retried entry's ID is that of its latest first part). A part
+// with no open entry is an orphan. Data of open
 // entries is copied, so callers may reuse the buffers they pass in.
 type Assembler struct {
 	open map[uint64]*pending
@@ -106,11 +108,15 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 
 	case KindFirst:
 		if pe != nil {
-			if pe.hdr.Seq == 1 && sameEntry(pe.hdr, p.Header) {
-				pe.last = offset
-				return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
-			}
+			// A first part always starts the entry over, even when it
+			// repeats the open one's first part: the writer that wrote it
+			// again (a retry) was told the later offset, so the entry's ID
+			// comes from the latest first part. The earlier copy is a
+			// duplicate when nothing followed it, else an incomplete entry.
 			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
+			if pe.hdr.Seq == 1 && sameEntry(pe.hdr, p.Header) {
+				st.Drop = Drop{Reason: DropDuplicate, Region: p.Region, First: pe.first, Last: pe.first}
+			}
 		}
 		hdr := p.Header
 		hdr.Seq = 1
@@ -173,15 +179,21 @@ func (a *Assembler) abandon(region uint64, pe *pending, last int64) Drop {
 	return Drop{Reason: DropIncomplete, Region: region, First: pe.first, Last: max(pe.last, last)}
 }
 
+// reserveFactor bounds how far ahead of the data received an open entry's
+// buffer is reserved.
+const reserveFactor = 16
+
 // appendPart appends a part's data to buf, the data of an open entry whose
 // header declares size bytes. A header is no proof that the rest of its
 // entry exists (a 28-byte key may claim 4 GiB), so the buffer is not
-// reserved by size up front: it grows with the data that has arrived, at
-// most doubling, and never past size, so a complete entry holds no slack.
+// reserved by size up front: it holds at most reserveFactor times the data
+// received, which still gives entries of up to that many full parts a
+// single allocation, and never more than size, so a complete entry holds no
+// slack.
 func appendPart(buf, data []byte, size uint32) []byte {
 	need := len(buf) + len(data)
 	if need > cap(buf) {
-		c := max(min(2*uint64(need), uint64(size)), uint64(need))
+		c := max(min(reserveFactor*uint64(need), uint64(size)), uint64(need))
 		grown := make([]byte, len(buf), c)
 		copy(grown, buf)
 		buf = grown
