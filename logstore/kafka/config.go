@@ -71,6 +71,14 @@ type Config struct {
 	// measurements behind the choice).
 	MergeBelow int
 
+	// MaxRegionsPerBatch lets a produce request carry up to this many
+	// regions' pending calls when the topic has a backlog (more regions
+	// ready to send than produce lanes free): fewer, larger requests drain
+	// it faster, and a replay of one of those regions fetches the others'
+	// records of that batch too. With lanes to spare, each region's calls
+	// go out alone. 1 keeps every batch to one region. Default 1.
+	MaxRegionsPerBatch int
+
 	// Linger is how long the producer worker waits for more requests to a
 	// region before sending a group that is smaller than MaxBatchBytes.
 	// Default 0: send as soon as a lane is free (requests that arrive while
@@ -181,6 +189,7 @@ func DefaultConfig() Config {
 		IndexCheckpointInterval: 10 * time.Second,
 		Compression:             "none",
 		ProduceLanes:            16,
+		MaxRegionsPerBatch:      1,
 		ProduceTimeout:          10 * time.Second,
 		RequestTimeout:          10 * time.Second,
 		DialTimeout:             3 * time.Second,
@@ -228,6 +237,9 @@ func (c Config) Validate() error {
 	}
 	if c.MergeBelow < 0 || c.MergeBelow > c.MaxBatchBytes {
 		bad("MergeBelow", "%d is outside [0, MaxBatchBytes]", c.MergeBelow)
+	}
+	if c.MaxRegionsPerBatch < 1 {
+		bad("MaxRegionsPerBatch", "%d must be at least 1", c.MaxRegionsPerBatch)
 	}
 	if c.Linger < 0 {
 		bad("Linger", "%v must not be negative", c.Linger)

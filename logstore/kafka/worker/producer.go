@@ -53,6 +53,12 @@ type Options struct {
 	// into one produce, up to MaxBatchBytes: fewer, larger requests at the
 	// cost of mixing those small regions in one batch. 0 never merges.
 	MergeBelow int
+	// MaxRegions lets a produce carry up to this many regions' groups when
+	// the topic has a backlog: more groups ready than lanes free. Then
+	// adjacent groups (oldest first) are merged, up to MaxBatchBytes, so
+	// fewer and larger requests drain the backlog; with lanes to spare,
+	// groups go out alone. 0 or 1 keeps every produce to one region.
+	MaxRegions int
 	Lanes      *Lanes
 	Collector  Collector // nil: nothing observes acknowledgements
 	Metrics    *Metrics  // nil: no metrics

@@ -90,6 +90,7 @@ func (w *worker) run() {
 				w.take(<-queue)
 			}
 		case ln := <-free:
+			groups = w.mergeBacklog(groups, 1+len(free))
 			w.send(groups[0], ln)
 			// Use every lane that is free right now before replanning.
 			for _, g := range groups[1:] {
@@ -220,6 +221,46 @@ func mergeSmall(groups []*group, below, limit int64) []*group {
 	return out
 }
 
+// mergeBacklog merges adjacent groups while there are more groups than
+// lanes (about) free, each merged produce staying within MaxRegions
+// regions and MaxBatchBytes. Groups lingering are left alone.
+func (w *worker) mergeBacklog(groups []*group, lanes int) []*group {
+	o := &w.p.opts
+	if o.MaxRegions <= 1 || len(groups) <= lanes {
+		return groups
+	}
+	limit := int64(o.MaxBatchBytes)
+	out := groups[:0]
+	excess := len(groups) - lanes
+	for i := 0; i < len(groups); i++ {
+		g := groups[i]
+		for excess > 0 && i+1 < len(groups) {
+			n := groups[i+1]
+			if len(g.regions)+len(n.regions) > o.MaxRegions || g.bytes+n.bytes > limit {
+				break
+			}
+			g.reqs = append(g.reqs, n.reqs...)
+			g.bytes += n.bytes
+			g.maxSeq = max(g.maxSeq, n.maxSeq)
+			g.oldest = minTime(g.oldest, n.oldest)
+			for reg := range n.regions {
+				g.regions[reg] = struct{}{}
+			}
+			i++
+			excess--
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // lingerFor is how much longer g should wait for more requests.
 func (w *worker) lingerFor(g *group) time.Duration {
 	o := &w.p.opts
@@ -340,22 +381,36 @@ func (w *worker) complete(d *dispatch) {
 	if m := p.opts.Metrics; m != nil {
 		m.ProduceLatency.Observe(time.Since(d.start).Seconds())
 	}
+	// The index learns of the records before their callers do, so an
+	// append that returned is already in the index.
 	var runs []index.Run
 	var last int64 = -1
 	for _, r := range d.reqs {
-		var err error
 		for i, rec := range r.recs {
-			if e := failed[rec]; e != nil {
-				if err == nil {
-					err = e
-				}
-				continue
+			if failed[rec] == nil {
+				runs = appendRun(runs, r.recRegion[i], rec.Offset)
+				last = max(last, rec.Offset)
 			}
-			runs = appendRun(runs, r.recRegion[i], rec.Offset)
-			last = max(last, rec.Offset)
 		}
+	}
+	if last >= 0 {
+		if last+1 > p.latest.Load() {
+			p.latest.Store(last + 1)
+		}
+		if p.opts.Collector != nil {
+			p.opts.Collector.Observe(p.opts.Topic, runs)
+		}
+	}
+	for _, r := range d.reqs {
 		if d.timedOut {
-			continue // already failed; what was written is still observed
+			continue // already failed; what was written is observed above
+		}
+		var err error
+		for _, rec := range r.recs {
+			if e := failed[rec]; e != nil {
+				err = e
+				break
+			}
 		}
 		if err != nil {
 			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
@@ -366,14 +421,6 @@ func (w *worker) complete(d *dispatch) {
 			offsets[i] = r.recs[at].Offset
 		}
 		w.finish(r, offsets, nil)
-	}
-	if last >= 0 {
-		if last+1 > p.latest.Load() {
-			p.latest.Store(last + 1)
-		}
-		if p.opts.Collector != nil {
-			p.opts.Collector.Observe(p.opts.Topic, runs)
-		}
 	}
 	if len(failed) > 0 {
 		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", len(d.recs), "failed", len(failed), "err", d.results.FirstErr())

@@ -328,3 +328,60 @@ func TestFlushBypassesLinger(t *testing.T) {
 	_, err = pd.Wait(ctx)
 	require.NoError(t, err)
 }
+
+// TestMaxRegionsMergesOnlyABacklog protects the MaxRegions knob: with a
+// backlog (more regions ready than lanes), produce calls carry up to
+// MaxRegions regions, never more; without one, each region goes alone.
+func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{})}
+	p, _ := newTestProducer(t, log, 1, func(o *Options) { o.MaxRegions = 3 })
+	ctx := context.Background()
+	first, err := p.Submit(ctx, []Entry{{Region: 100, Data: []byte("holds the lane")}})
+	require.NoError(t, err)
+	var pds []*Pending
+	for r := range 10 {
+		pd, err := p.Submit(ctx, []Entry{{Region: uint64(r), Data: []byte("x")}})
+		require.NoError(t, err)
+		pds = append(pds, pd)
+	}
+	// Once the worker took every request from the queue, they are all
+	// pending together when the lane frees.
+	require.Eventually(t, func() bool { return len(p.queue) == 0 }, 10*time.Second, time.Millisecond)
+	close(log.block)
+	_, err = first.Wait(ctx)
+	require.NoError(t, err)
+	for _, pd := range pds {
+		_, err := pd.Wait(ctx)
+		require.NoError(t, err)
+	}
+	log.mu.Lock()
+	calls := append([][]uint64(nil), log.calls...)
+	log.mu.Unlock()
+	mixed := 0
+	for _, regions := range calls {
+		distinct := map[uint64]bool{}
+		for _, r := range regions {
+			distinct[r] = true
+		}
+		require.LessOrEqual(t, len(distinct), 3, "a produce carries at most MaxRegions regions")
+		if len(distinct) > 1 {
+			mixed++
+		}
+	}
+	require.Positive(t, mixed, "a backlog is drained by merged produces")
+	require.Less(t, len(calls), 11)
+
+	// No backlog: one request at a time goes out alone.
+	log.mu.Lock()
+	log.calls = nil
+	log.mu.Unlock()
+	for r := range 5 {
+		pd, err := p.Submit(ctx, []Entry{{Region: uint64(r), Data: []byte("y")}})
+		require.NoError(t, err)
+		_, err = pd.Wait(ctx)
+		require.NoError(t, err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	require.Len(t, log.calls, 5)
+}
