@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBenchJSON(t *testing.T) {
+	flags := cluster(t)
+	r := kwal(t, nil, append([]string{"bench", "--json", "--quiet", "--regions", "4", "--writers", "4", "--calls", "3",
+		"--entries-per-call", "3", "--entry-size", "512", "--replay-runs", "2", "--rounds", "2"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stdout), "\n")+1, "one JSON object on one line")
+
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	for _, k := range []string{"append_vs_raw", "replay_speedup", "index_bytes_per_entry", "append_vs_raw_async"} {
+		v, ok := rep[k].(float64)
+		require.True(t, ok, k)
+		require.Positive(t, v, k)
+	}
+	require.Equal(t, "kafka", rep["broker"])
+	kw := rep["kwal"].(map[string]any)
+	require.EqualValues(t, 2*36, kw["entries"]) // two rounds
+	require.EqualValues(t, 2, rep["rounds"])
+	require.Positive(t, kw["mb_per_s"])
+	require.Positive(t, kw["p99_ms"])
+	raw := rep["raw"].(map[string]any)
+	require.EqualValues(t, 2*36, raw["entries"])
+	layout := rep["layout"].(map[string]any)
+	require.Positive(t, layout["kwal"].(map[string]any)["selectivity"])
+	require.Positive(t, layout["raw"].(map[string]any)["regions_per_batch"])
+	replay := rep["replay"].(map[string]any)
+	require.EqualValues(t, 9, replay["indexed"].(map[string]any)["entries"])
+	require.EqualValues(t, 9, replay["full_scan"].(map[string]any)["entries"])
+	require.Positive(t, replay["full_scan"].(map[string]any)["fetched_bytes"])
+	idx := rep["index"].(map[string]any)
+	require.EqualValues(t, 36, idx["entries"]) // the first round's topic
+	require.EqualValues(t, 36, idx["appended_entries"])
+	require.Positive(t, idx["bytes"])
+
+	// The benchmark cleans up after itself.
+	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Equal(t, 0, l.code, l.stderr)
+	require.NotContains(t, l.stdout, benchPrefix)
+}
+
+func TestBenchHuman(t *testing.T) {
+	flags := cluster(t)
+	r := kwal(t, nil, append([]string{"bench", "--regions", "2", "--writers", "2", "--calls", "2", "--entries-per-call", "2",
+		"--entry-size", "256", "--replay-runs", "1", "--duration", "100ms", "--rounds", "1", "--keep"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{"append_vs_raw", "replay_speedup", "index_bytes_per_entry", "raw async", "selectivity"} {
+		require.Contains(t, r.stdout, want)
+	}
+	require.Contains(t, r.stderr, "bench: round 1/1: kwal")
+	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Contains(t, l.stdout, benchPrefix)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kwal/kwal/logstore"
+)
+
+func TestDemoEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"demo", "--data-dir", dir, "--entries", "300", "--regions", "6", "--topics", "2", "--writers", "3",
+		"--entry-size", "200", "--entries-per-call", "4", "--replay-runs", "1", "--quiet", "--metrics-addr", "127.0.0.1:0"}
+	r := kwal(t, nil, args...)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{
+		"entries appended             300 ",
+		"append throughput", "append latency", "p50", "p99",
+		"replay, every region         300 entries",
+		"replay, region 1, indexed", "replay, region 1, full scan", "replay speedup",
+		"index on disk",
+		"check                        OK",
+	} {
+		require.Contains(t, r.stdout, want)
+	}
+	require.Contains(t, r.stderr, "metrics: http://127.0.0.1:")
+
+	// The data persisted: a second run on the same data dir sees the first
+	// run's namespaces, and deletes them.
+	l := kwal(t, nil, "namespaces", "list", "--data-dir", dir)
+	require.Equal(t, 0, l.code, l.stderr)
+	first := strings.Fields(l.stdout)
+	require.Len(t, first, 2)
+	require.True(t, strings.HasPrefix(first[0], demoPrefix))
+
+	r = kwal(t, nil, args...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, "deleted 2 namespace(s) of earlier demo runs")
+	l = kwal(t, nil, "namespaces", "list", "--data-dir", dir)
+	require.Equal(t, 0, l.code, l.stderr)
+	second := strings.Fields(l.stdout)
+	require.Len(t, second, 2)
+	require.NotContains(t, second, first[0])
+
+	// The demo's namespaces can be inspected afterwards.
+	s := kwal(t, nil, "index", "show", "--data-dir", dir, "-n", second[0])
+	require.Equal(t, 0, s.code, s.stderr)
+	require.Regexp(t, `regions\s+3, [1-9]\d* records indexed`, s.stdout)
+	v := kwal(t, nil, "index", "verify", "--data-dir", dir, "-n", second[1])
+	require.Equal(t, 0, v.code, v.stderr)
+	require.Contains(t, v.stdout, "OK: for every region")
+}
+
+// acked builds a region's expectation of calls of the given sizes, with
+// IDs 10, 20, ... for consecutive entries, and returns the entries a
+// correct replay yields.
+func acked(x *expectation, ns string, r logstore.RegionID, calls ...int) []logstore.Entry {
+	rl := x.addRegion(ns, r)
+	var out []logstore.Entry
+	id := logstore.EntryID(0)
+	for _, n := range calls {
+		for range n {
+			id += 10
+			out = append(out, logstore.Entry{Namespace: ns, Region: r, ID: id, Data: x.data(r, rl.entries)})
+			rl.entries++
+		}
+		rl.calls = append(rl.calls, ackedCall{n: n, lastID: id})
+	}
+	return out
+}
+
+// replayCheck feeds entries to a check of region r and returns the
+// problems found.
+func replayCheck(x *expectation, r logstore.RegionID, entries []logstore.Entry) *problemList {
+	p := &problemList{max: 100, regions: map[logstore.RegionID]bool{}}
+	c := x.check(r, p)
+	for _, e := range entries {
+		c.add(e)
+	}
+	c.finish()
+	return p
+}
+
+func whats(p *problemList) string {
+	var b strings.Builder
+	p.print(&b)
+	return b.String()
+}
+
+func TestRegionCheck(t *testing.T) {
+	x := newExpectation(7, 64)
+	good := acked(x, "ns", 3, 2, 3, 1)
+	clone := func() []logstore.Entry {
+		out := make([]logstore.Entry, len(good))
+		for i, e := range good {
+			e.Data = append([]byte(nil), e.Data...)
+			out[i] = e
+		}
+		return out
+	}
+
+	t.Run("intact", func(t *testing.T) {
+		p := replayCheck(x, 3, clone())
+		require.Zero(t, p.total, whats(p))
+	})
+	t.Run("corrupted byte", func(t *testing.T) {
+		es := clone()
+		es[2].Data[40] ^= 0xff
+		p := replayCheck(x, 3, es)
+		require.Equal(t, 1, p.total)
+		out := whats(p)
+		require.Contains(t, out, "MISMATCH namespace ns region 3 ID 30: entry #2 of the region: data differs: first difference at byte 40")
+	})
+	t.Run("truncated", func(t *testing.T) {
+		es := clone()
+		es[1].Data = es[1].Data[:10]
+		p := replayCheck(x, 3, es)
+		require.Equal(t, 1, p.total)
+		require.Contains(t, whats(p), "10 bytes, 64 expected")
+	})
+	t.Run("missing in the middle", func(t *testing.T) {
+		es := clone()
+		es = append(es[:2], es[3:]...)
+		p := replayCheck(x, 3, es)
+		require.Equal(t, 1, p.total, whats(p))
+		require.Contains(t, whats(p), "1 acknowledged entries missing before it (entries #2..#2 of the region)")
+	})
+	t.Run("missing at the end", func(t *testing.T) {
+		p := replayCheck(x, 3, clone()[:4])
+		require.Equal(t, 1, p.total, whats(p))
+		require.Contains(t, whats(p), "2 acknowledged entries missing at the end (entries #4..#5 of the region, the last acknowledged with ID 60)")
+	})
+	t.Run("duplicate", func(t *testing.T) {
+		es := clone()
+		dup := es[1]
+		dup.ID = 25
+		es = append(es[:2], append([]logstore.Entry{dup}, es[2:]...)...)
+		p := replayCheck(x, 3, es)
+		require.Equal(t, 1, p.total, whats(p))
+		require.Contains(t, whats(p), "entry #1 of the region came back again")
+	})
+	t.Run("wrong ID", func(t *testing.T) {
+		es := clone()
+		es[4].ID = 55 // last of the second call, acknowledged as 50
+		p := replayCheck(x, 3, es)
+		require.Equal(t, 1, p.total, whats(p))
+		require.Contains(t, whats(p), "ends an append call acknowledged with ID 50, but came back with ID 55")
+	})
+	t.Run("out of order", func(t *testing.T) {
+		es := clone()
+		es[1].ID, es[2].ID = es[2].ID, es[1].ID
+		p := replayCheck(x, 3, es)
+		require.NotZero(t, p.total)
+		require.Contains(t, whats(p), "out of order")
+	})
+	t.Run("extra", func(t *testing.T) {
+		es := append(clone(), logstore.Entry{Region: 3, ID: 70, Data: []byte("surprise")})
+		p := replayCheck(x, 3, es)
+		require.Equal(t, 1, p.total, whats(p))
+		require.Contains(t, whats(p), `unexpected entry after the last acknowledged one (8 bytes, "surprise")`)
+	})
+}

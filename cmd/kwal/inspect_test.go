@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// produceRaw writes records with a plain franz-go client.
+func produceRaw(t *testing.T, flags []string, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(flagValue(flags, "--brokers"), ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+}
+
+func TestDump(t *testing.T) {
+	flags := cluster(t)
+	populate(t, flags, "dumped", []logstore.RegionID{1, 2}, 2, 100) // offsets 0..3
+	// A foreign record (no key) and a kwal record whose checksum fails.
+	parts, err := record.Split(9, []byte("hello"), 1<<20)
+	require.NoError(t, err)
+	produceRaw(t, flags,
+		&kgo.Record{Topic: "dumped", Value: []byte("not kwal")},
+		&kgo.Record{Topic: "dumped", Key: parts[0].Key(), Value: []byte("HELLO")},
+	)
+	populate(t, flags, "dumped", []logstore.RegionID{3}, 1, 50) // offset 6
+
+	r := kwal(t, nil, append([]string{"dump", "--namespace", "dumped"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 1+7+1, r.stdout)
+	require.Regexp(t, `^\s+0\s+1\s+1\s+whole\s+0\s+100\s+100\s+ok$`, lines[1])
+	require.Regexp(t, `^\s+1\s+2\s+2\s+whole\s+0\s+100\s+100\s+ok$`, lines[2])
+	require.Regexp(t, `^\s+4\s+5\s+-\s+-\s+-\s+-\s+8\s+FOREIGN`, lines[5])
+	require.Regexp(t, `^\s+5\s+6\s+9\s+whole\s+0\s+5\s+5\s+BAD: record: checksum mismatch`, lines[6])
+	require.Regexp(t, `^\s+6\s+7\s+3\s+whole\s+0\s+50\s+50\s+ok$`, lines[7])
+	require.Equal(t, "7 records (5 kwal, 1 foreign, 1 undecodable); log offsets [0, 7)", lines[8])
+
+	// --from and --limit, as JSON lines.
+	r = kwal(t, nil, append([]string{"dump", "--namespace", "dumped", "--from", "5", "--limit", "2", "--json"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	var recs []dumpRecord
+	for _, l := range lines {
+		var d dumpRecord
+		require.NoError(t, json.Unmarshal([]byte(l), &d))
+		recs = append(recs, d)
+	}
+	require.Equal(t, int64(4), recs[0].Offset)
+	require.Equal(t, uint64(5), recs[0].ID)
+	require.True(t, recs[0].Foreign)
+	require.False(t, recs[0].ChecksumOK)
+	require.Nil(t, recs[0].Region)
+	require.Contains(t, recs[0].Error, "not a kwal record")
+	require.Equal(t, int64(5), recs[1].Offset)
+	require.False(t, recs[1].Foreign)
+	require.False(t, recs[1].ChecksumOK)
+	require.Equal(t, uint64(9), *recs[1].Region)
+	require.Contains(t, recs[1].Error, "checksum")
+
+	// A replay stops at the foreign record, or skips it when asked to.
+	r = kwal(t, nil, append([]string{"replay", "-n", "dumped", "-r", "3"}, flags...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "corrupt record at offset 4")
+	r = kwal(t, nil, append([]string{"replay", "-n", "dumped", "-r", "3", "--skip-corrupt", "--log-level", "error"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "1 entries, 50 B")
+	r = kwal(t, nil, append([]string{"index", "verify", "-n", "dumped", "--log-level", "error"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "3 regions, 1 foreign and 1 undecodable records")
+	require.Contains(t, r.stdout, "OK: for every region")
+
+	r = kwal(t, nil, append([]string{"dump", "--namespace", "no-such-topic"}, flags...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "unknown namespace")
+	r = kwal(t, nil, append([]string{"dump"}, flags...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--namespace is required")
+}
+
+func TestReplay(t *testing.T) {
+	flags := cluster(t)
+	ids := populate(t, flags, "replayed", []logstore.RegionID{1, 2, 3}, 5, 40)
+
+	r := kwal(t, nil, append([]string{"replay", "--namespace", "replayed", "--region", "2"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 1+5+1, r.stdout)
+	for i, id := range ids[2] {
+		require.Regexp(t, fmt.Sprintf(`^\s+%d\s+40\s+"r2-e%d;" 0%d0%d`, id, i, i, i), lines[1+i])
+	}
+	require.Equal(t, "5 entries, 200 B", lines[6])
+
+	// From an ID, and a summary.
+	r = kwal(t, nil, append([]string{"replay", "-n", "replayed", "-r", "2", "--from", fmt.Sprint(ids[2][3]), "--summary"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, fmt.Sprintf(`entries\s+2 \(IDs %d\.\.%d\)`, ids[2][3], ids[2][4]), r.stdout)
+	require.Regexp(t, `bytes\s+80 `, r.stdout)
+	require.Regexp(t, `region\s+2 \(from ID \d+, indexed\)`, r.stdout)
+	require.Regexp(t, `fetches\s+[1-9]`, r.stdout)
+	require.Regexp(t, `fetched\s+[1-9]\d* bytes`, r.stdout)
+
+	r = kwal(t, nil, append([]string{"replay", "-n", "replayed", "-r", "3", "--no-index", "--summary"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `entries\s+5 `, r.stdout)
+	require.Contains(t, r.stdout, "full scan")
+
+	r = kwal(t, nil, append([]string{"replay", "-n", "replayed"}, flags...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--region is required")
+}
+
+func TestIndexShowAndVerify(t *testing.T) {
+	flags := cluster(t)
+	populate(t, flags, "indexed", []logstore.RegionID{1, 2}, 4, 30)
+	populate(t, flags, "other", []logstore.RegionID{7}, 3, 30)
+
+	r := kwal(t, nil, append([]string{"index", "show"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "namespace indexed\n")
+	require.Contains(t, r.stdout, "namespace other\n")
+	require.Contains(t, r.stdout, "accounted offsets [0, 8), log end 8")
+	require.Contains(t, r.stdout, "regions           2, 8 records indexed")
+	require.Regexp(t, `\s1\s+4\s+4\s+0\s+6\s+-\s+4\n`, r.stdout) // region 1: offsets 0, 2, 4, 6
+	require.Regexp(t, `\s7\s+3\s+1\s+0\s+2\s+-\s+3\n`, r.stdout) // region 7: one run 0..2
+
+	r = kwal(t, nil, append([]string{"index", "show", "-n", "indexed", "--no-scan", "--json"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	var ti topicIndex
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ti))
+	require.Equal(t, "indexed", ti.Namespace)
+	require.Equal(t, int64(8), ti.Watermark)
+	require.Positive(t, ti.Bytes)
+	require.Empty(t, ti.Regions)
+
+	r = kwal(t, nil, append([]string{"index", "show", "-n", "indexed", "--regions", "2", "--json"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ti))
+	require.Len(t, ti.Regions, 1)
+	require.Equal(t, regionIndex{Region: 2, Records: 4, Ranges: 4, FirstOffset: 1, LastOffset: 7}, ti.Regions[0])
+
+	r = kwal(t, nil, append([]string{"index", "verify", "-n", "indexed", "-v"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "region 1: 4 entries, same")
+	require.Contains(t, r.stdout, "OK: for every region, the indexed read equals the full scan (8 entries)")
+}
+
+func TestCompareSigs(t *testing.T) {
+	a := []entrySig{{1, 10, 0xaa}, {3, 10, 0xbb}}
+	require.Empty(t, compareSigs(a, a))
+	require.Contains(t, compareSigs(a[:1], a), "indexed read returned 1 entries, full scan 2: missing from ID 3")
+	require.Contains(t, compareSigs(a, a[:1]), "extra from ID 3")
+	b := []entrySig{{1, 10, 0xaa}, {3, 10, 0xcc}}
+	require.Contains(t, compareSigs(b, a), "entry 1 of the region: indexed read has ID 3 (10 bytes, crc32c 000000cc), full scan has ID 3 (10 bytes, crc32c 000000bb)")
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/goleak"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// result is what one in-process run of the command printed.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// kwal runs the command in-process with args and the given environment.
+func kwal(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := run(ctx, args, &out, &errb, func(k string) string { return env[k] })
+	r := result{stdout: out.String(), stderr: errb.String(), code: code}
+	if testing.Verbose() {
+		t.Logf("kwal %s -> %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// cluster starts a kfake cluster for the test and returns the flags that
+// point the command at it, with an index dir of the test's own.
+func cluster(t *testing.T) []string {
+	t.Helper()
+	addrs := testutil.NewCluster(t).ListenAddrs()
+	return []string{"--brokers", strings.Join(addrs, ","), "--index-dir", t.TempDir(), "--data-dir", t.TempDir()}
+}
+
+// flagValue returns the value that follows name in flags, or "".
+func flagValue(flags []string, name string) string {
+	for i, f := range flags {
+		if f == name && i+1 < len(flags) {
+			return flags[i+1]
+		}
+	}
+	return ""
+}
+
+// populate appends entries to regions of ns through a store with the
+// flags' brokers and index dir, and closes it (checkpointing the index).
+// Region r gets n entries "r<r>-e<i>" padded to size bytes.
+func populate(t *testing.T, flags []string, ns string, regions []logstore.RegionID, n, size int) map[logstore.RegionID][]logstore.EntryID {
+	t.Helper()
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
+	cfg.IndexDir = flagValue(flags, "--index-dir")
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := kafka.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, st.Close()) }()
+	require.NoError(t, st.CreateNamespace(ctx, ns))
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	for i := range n {
+		var batch []logstore.Entry
+		for _, r := range regions {
+			d := []byte(fmt.Sprintf("r%d-e%d;", r, i))
+			d = append(d, bytes.Repeat([]byte{byte(i)}, max(0, size-len(d)))...)
+			batch = append(batch, logstore.Entry{Namespace: ns, Region: r, Data: d})
+		}
+		res, err := st.AppendBatch(ctx, batch)
+		require.NoError(t, err)
+		for _, r := range regions {
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	return ids
+}
+
+func TestHelpDocumentsEnvironment(t *testing.T) {
+	r := kwal(t, nil, "--help")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "KWAL_BROKERS")
+	require.Contains(t, r.stdout, "[$KWAL_REQUEST_TIMEOUT]")
+	for _, sub := range []string{"demo", "bench", "dump", "replay", "index", "namespaces"} {
+		require.Contains(t, r.stdout, sub)
+	}
+	r = kwal(t, nil, "bench", "--help")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "[$KWAL_ENTRY_SIZE]")
+	require.Contains(t, r.stdout, "[$KWAL_BROKERS]")
+}
+
+func TestEnvironmentSetsFlags(t *testing.T) {
+	flags := cluster(t)
+	env := map[string]string{
+		"KWAL_BROKERS":   flagValue(flags, "--brokers"),
+		"KWAL_INDEX_DIR": flagValue(flags, "--index-dir"),
+	}
+	r := kwal(t, env, "namespaces", "create", "from-env")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = kwal(t, env, "namespaces", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "from-env")
+
+	// A flag on the command line wins over its variable.
+	env["KWAL_REQUEST_TIMEOUT"] = "not-a-duration"
+	r = kwal(t, env, "namespaces", "list")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "KWAL_REQUEST_TIMEOUT")
+	r = kwal(t, env, "namespaces", "list", "--request-timeout", "5s")
+	require.Equal(t, 0, r.code, r.stderr)
+}
+
+func TestNamespaces(t *testing.T) {
+	flags := cluster(t)
+	r := kwal(t, nil, append([]string{"namespaces", "create", "ns-a", "ns-b"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "created ns-a")
+	r = kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "ns-a\nns-b\n", r.stdout)
+	r = kwal(t, nil, append([]string{"ns", "delete", "ns-a"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "deleted ns-a")
+	r = kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "ns-b\n", r.stdout)
+
+	r = kwal(t, nil, append([]string{"namespaces", "create", "bad/name"}, flags...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "not a valid topic name")
+}
+
+func TestUnreachableBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	for _, args := range [][]string{
+		{"namespaces", "list"},                 // through kafka.Open
+		{"dump", "--namespace", "whatever"},    // through a raw client
+		{"demo", "--entries", "10", "--quiet"}, // the main job
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			start := time.Now()
+			r := kwal(t, nil, append(args, "--brokers", addr, "--request-timeout", "1s", "--dial-timeout", "500ms",
+				"--index-dir", t.TempDir(), "--data-dir", t.TempDir())...)
+			require.Equal(t, 1, r.code)
+			require.Less(t, time.Since(start), 10*time.Second)
+			require.Contains(t, r.stderr, "no broker")
+			require.Contains(t, r.stderr, addr)
+			require.Contains(t, r.stderr, "1s")
+			require.Contains(t, r.stderr, "--brokers")
+		})
+	}
+}
+
+// A broker that accepts connections and never answers must not hang a
+// command past its request timeout.
+func TestSilentBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	defer func() {
+		_ = ln.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for _, args := range [][]string{{"namespaces", "list"}, {"dump", "-n", "x"}} {
+		start := time.Now()
+		r := kwal(t, nil, append(args, "--brokers", ln.Addr().String(), "--request-timeout", "1s",
+			"--index-dir", t.TempDir())...)
+		require.Equal(t, 1, r.code)
+		require.Less(t, time.Since(start), 8*time.Second)
+		require.Contains(t, r.stderr, "no broker")
+		require.Contains(t, r.stderr, "answered within 1s")
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	r := kwal(t, nil, "demo", "--regions", "0")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--regions")
+	r = kwal(t, nil, "demo", "--no-such-flag")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "unknown flag")
+	r = kwal(t, nil, "namespaces", "list", "--log-level", "loud")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--log-level")
+	r = kwal(t, nil, "namespaces", "list", "--sasl-mechanism", "NOPE", "--sasl-user", "u", "--sasl-password", "hunter2",
+		"--brokers", "127.0.0.1:1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "SASL.Mechanism")
+	require.NotContains(t, r.stderr+r.stdout, "hunter2")
+}
+
+func TestParseIndexFileName(t *testing.T) {
+	topic, seq, kind, ok := parseIndexFileName("idx-my%2Etopic.000000000000002a.delta")
+	require.True(t, ok)
+	require.Equal(t, "my.topic", topic)
+	require.Equal(t, uint64(42), seq)
+	require.Equal(t, "delta", kind)
+	for _, bad := range []string{"idx-t.1.base", "x-t.000000000000002a.base", "idx-t.000000000000002a.tmp", "idx-t%2.000000000000002a.base"} {
+		_, _, _, ok := parseIndexFileName(bad)
+		require.False(t, ok, bad)
+	}
+}
+
+func TestPreview(t *testing.T) {
+	require.Equal(t, `"hello"`, preview([]byte("hello"), 32))
+	require.Equal(t, `"hel"…`, preview([]byte("hello"), 3))
+	require.Equal(t, `"r1#0;" 0001`, preview([]byte("r1#0;\x00\x01"), 32))
+	require.Equal(t, "0001", preview([]byte{0, 1}, 32))
+}
+
+func TestSASL(t *testing.T) {
+	c := testutil.NewCluster(t, kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "plainuser", "plainpass"),
+		kfake.Superuser("SCRAM-SHA-256", "scramuser", "scrampass"))
+	base := []string{"--brokers", strings.Join(c.ListenAddrs(), ","), "--index-dir", t.TempDir(), "--request-timeout", "2s"}
+
+	r := kwal(t, map[string]string{"KWAL_SASL_PASSWORD": "plainpass"},
+		append([]string{"namespaces", "create", "sasl-ns", "--sasl-user", "plainuser"}, base...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = kwal(t, map[string]string{"KWAL_SASL_USER": "scramuser", "KWAL_SASL_PASSWORD": "scrampass", "KWAL_SASL_MECHANISM": "scram-sha-256"},
+		append([]string{"dump", "-n", "sasl-ns"}, base...)...) // a raw client
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "0 records")
+
+	r = kwal(t, map[string]string{"KWAL_SASL_PASSWORD": "wrong-password"},
+		append([]string{"namespaces", "list", "--sasl-user", "plainuser"}, base...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "no broker")
+	require.NotContains(t, r.stderr, "wrong-password")
+}
+
+func TestTLSFlags(t *testing.T) {
+	r := kwal(t, nil, "namespaces", "list", "--brokers", "127.0.0.1:1", "--tls-ca", "/nonexistent/ca.pem")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--tls-ca: open /nonexistent/ca.pem")
+	r = kwal(t, nil, "dump", "-n", "x", "--brokers", "127.0.0.1:1", "--tls-ca", "/nonexistent/ca.pem")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--tls-ca")
+	r = kwal(t, nil, "namespaces", "list", "--brokers", "127.0.0.1:1", "--tls-cert", "c.pem")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "CertFile and KeyFile go together")
+}

@@ -1,0 +1,202 @@
+package bench
+
+// Helpers for `kwal bench`: a timed variant of Run, and variants of
+// RawClient and MeasureLayout that take franz-go client options (seeds,
+// TLS, SASL, timeouts), so that they work against any cluster.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// RunFor is Run for a duration: each writer plays its calls in order,
+// starting over after the last, until d has passed; calls in flight then
+// finish. Elapsed runs until the last call returns.
+func RunFor(ctx context.Context, plan [][]Call, app Appender, d time.Duration, progress func(entries, bytes int)) (AppendResult, error) {
+	var (
+		mu   sync.Mutex
+		res  AppendResult
+		errs []error
+		wg   sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, calls := range plan {
+		if len(calls) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lats []time.Duration
+			var n, b int64
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				c := calls[i%len(calls)]
+				t0 := time.Now()
+				if err := app(ctx, c); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					cancel()
+					return
+				}
+				lats = append(lats, time.Since(t0))
+				cb := 0
+				for _, e := range c.Entries {
+					cb += len(e)
+				}
+				n += int64(len(c.Entries))
+				b += int64(cb)
+				if progress != nil {
+					progress(len(c.Entries), cb)
+				}
+			}
+			mu.Lock()
+			res.Entries += n
+			res.Bytes += b
+			res.Latencies = append(res.Latencies, lats...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.Sort(res.Latencies)
+	return res, errors.Join(errs...)
+}
+
+// RawClientWith is RawClient with the connection options given (seed
+// brokers, TLS, SASL, timeouts) instead of a broker list.
+func RawClientWith(o RawOptions, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(slices.Clone(opts),
+		kgo.ProducerBatchMaxBytes(int32(o.MaxBatchBytes)),
+		kgo.ProducerBatchCompression(o.Compression),
+		kgo.ProducerLinger(o.Linger),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	)...)
+}
+
+// MeasureLayoutWith is MeasureLayout with the connection options given
+// (seed brokers, TLS, SASL, timeouts) instead of a broker list.
+func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layout, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return Layout{}, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return Layout{}, err
+	}
+	eo, ok := ends.Lookup(topic, 0)
+	if !ok || eo.Err != nil {
+		return Layout{}, fmt.Errorf("bench: end offset of %s: %v", topic, eo.Err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return Layout{}, err
+	}
+	so, _ := starts.Lookup(topic, 0)
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return Layout{}, err
+	}
+	tp, ok := td[topic].Partitions[0]
+	if !ok {
+		return Layout{}, fmt.Errorf("bench: %s has no partition 0", topic)
+	}
+	leader := tp.Leader
+	l := Layout{PerRegion: map[uint64]RegionLayout{}}
+	var regionsSum int64
+	for off := max(so.Offset, 0); off < eo.Offset; {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 100, 1, 16<<20, -1
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = topic, td[topic].ID
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.FetchOffset, p.PartitionMaxBytes, p.LogStartOffset, p.CurrentLeaderEpoch = off, 16<<20, -1, -1
+		t.Partitions = []kmsg.FetchRequestTopicPartition{p}
+		req.Topics = []kmsg.FetchRequestTopic{t}
+		kr, err := cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return l, err
+		}
+		resp := kr.(*kmsg.FetchResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return l, fmt.Errorf("bench: fetch %s at %d: malformed response (error %v)", topic, off, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		rp := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+			return l, fmt.Errorf("bench: fetch %s at %d: %w", topic, off, err)
+		}
+		raw := rp.RecordBatches
+		progressed := false
+		for len(raw) >= 12 {
+			n := int(binary.BigEndian.Uint32(raw[8:12])) + 12
+			if n > len(raw) {
+				break // a partial batch at the end of the response
+			}
+			one := rp
+			one.RecordBatches = raw[:n]
+			raw = raw[n:]
+			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: off, Topic: topic}, &one, kgo.DefaultDecompressor(), nil)
+			if fp.Err != nil {
+				return l, fmt.Errorf("bench: batch at %d: %w", off, fp.Err)
+			}
+			if next <= off {
+				continue
+			}
+			off, progressed = next, true
+			l.Batches++
+			l.BatchBytes += int64(n)
+			regions := map[uint64]struct{}{}
+			for _, r := range fp.Records {
+				l.Records++
+				p, err := record.Decode(r.Key, r.Value)
+				if err != nil {
+					continue
+				}
+				rl := l.PerRegion[p.Region]
+				rl.OwnBytes += int64(len(p.Data))
+				l.PerRegion[p.Region] = rl
+				regions[p.Region] = struct{}{}
+			}
+			for reg := range regions {
+				rl := l.PerRegion[reg]
+				rl.BatchBytes += int64(n)
+				l.PerRegion[reg] = rl
+			}
+			regionsSum += int64(len(regions))
+		}
+		if !progressed {
+			return l, fmt.Errorf("bench: fetch of %s at %d made no progress", topic, off)
+		}
+	}
+	if l.Batches > 0 {
+		l.RegionsPerBatch = float64(regionsSum) / float64(l.Batches)
+	}
+	for _, rl := range l.PerRegion {
+		if rl.OwnBytes == 0 {
+			continue
+		}
+		s := float64(rl.BatchBytes) / float64(rl.OwnBytes)
+		l.Selectivity += s / float64(len(l.PerRegion))
+		l.MaxSelectivity = max(l.MaxSelectivity, s)
+	}
+	return l, nil
+}
