@@ -26,7 +26,7 @@ type benchOpts struct {
 	compression string
 	linger      time.Duration
 	lanes       int
-	mergeBelow  int
+	maxRegions  int
 	replayRuns  int
 	rounds      int
 	json        bool
@@ -93,7 +93,7 @@ func (a *app) benchCmd() *cobra.Command {
 	f.StringVar(&o.compression, "compression", def.Compression, "compression: none, gzip, snappy, lz4, zstd")
 	f.DurationVar(&o.linger, "linger", def.Linger, "producer linger (kwal Linger, franz-go ProducerLinger)")
 	f.IntVar(&o.lanes, "produce-lanes", def.ProduceLanes, "kwal produce lanes (franz-go clients carrying batches at once)")
-	f.IntVar(&o.mergeBelow, "merge-below", def.MergeBelow, "kwal MergeBelow: merge regions with fewer pending bytes into shared batches")
+	f.IntVar(&o.maxRegions, "max-regions-per-batch", def.MaxRegionsPerBatch, "kwal MaxRegionsPerBatch: regions a produce may carry when a backlog builds up (1 = region-pure batches)")
 	f.IntVar(&o.replayRuns, "replay-runs", 5, "timed runs of each replay (median reported)")
 	f.IntVar(&o.rounds, "rounds", 3, "rounds of the append comparison (each on fresh topics, alternating which producer goes first; figures add up all rounds)")
 	f.Uint64Var(&o.w.Seed, "seed", 1, "seed of the entry data")
@@ -140,7 +140,7 @@ type benchConfig struct {
 	Compression  string  `json:"compression"`
 	LingerMS     float64 `json:"linger_ms"`
 	ProduceLanes int     `json:"produce_lanes"`
-	MergeBelow   int     `json:"merge_below"`
+	MaxRegions   int     `json:"max_regions_per_batch"`
 }
 
 type appendFigures struct {
@@ -260,7 +260,7 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		c.Compression = o.compression
 		c.Linger = o.linger
 		c.ProduceLanes = o.lanes
-		c.MergeBelow = o.mergeBelow
+		c.MaxRegionsPerBatch = o.maxRegions
 		c.FetchMaxBytes = max(c.FetchMaxBytes, int32(o.batchBytes))
 		c.MaxQueuedBytes = max(c.MaxQueuedBytes, int64(o.batchBytes))
 	}
@@ -318,7 +318,7 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		Broker: s.brokerKind(),
 		Workload: benchWorkload{Topics: o.w.Topics, Regions: o.w.Regions, Writers: o.w.Writers, EntrySize: o.w.EntrySize,
 			EntriesPerCall: o.w.EntriesPerCall, CallsPerWriter: o.w.Calls, DurationS: o.duration.Seconds(), Seed: o.w.Seed},
-		Config:     benchConfig{BatchBytes: o.batchBytes, Compression: o.compression, LingerMS: ms(o.linger), ProduceLanes: o.lanes, MergeBelow: o.mergeBelow},
+		Config:     benchConfig{BatchBytes: o.batchBytes, Compression: o.compression, LingerMS: ms(o.linger), ProduceLanes: o.lanes, MaxRegions: o.maxRegions},
 		Rounds:     o.rounds,
 		Namespaces: map[string][]string{"kwal": kt, "raw": rt, "raw_async": rounds[0].at},
 	}
@@ -504,8 +504,8 @@ func (a *app) printBench(o benchOpts, s *session, r *benchReport) {
 	}
 	fmt.Fprintf(w, "kwal bench: %d regions in %d topic(s), %d writers, %s of %d entries of %d B, %d round(s)\n",
 		wl.Regions, wl.Topics, wl.Writers, runs, wl.EntriesPerCall, wl.EntrySize, r.Rounds)
-	fmt.Fprintf(w, "broker: %s; batches %s, compression %s, linger %v, %d produce lanes, merge below %d\n\n",
-		s.describeBroker(), humanBytes(int64(o.batchBytes)), o.compression, o.linger, o.lanes, o.mergeBelow)
+	fmt.Fprintf(w, "broker: %s; batches %s, compression %s, linger %v, %d produce lanes, at most %d region(s) per batch\n\n",
+		s.describeBroker(), humanBytes(int64(o.batchBytes)), o.compression, o.linger, o.lanes, o.maxRegions)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "append\tMB/s\tentries/s\tp50\tp99\tentries\tregions/batch\tselectivity\t\n")
 	row := func(name string, f appendFigures, l *layoutFigures) {

@@ -72,7 +72,6 @@ func compareAppend(b *testing.B, brokers []string, w bench.Workload, mutate func
 		cfg.MaxBatchBytes = batch
 		cfg.ProduceLanes = 16
 		envInt("KWAL_BENCH_LANES", &cfg.ProduceLanes)
-		envInt("KWAL_BENCH_MERGE_BELOW", &cfg.MergeBelow)
 		envInt("KWAL_BENCH_MAX_REGIONS", &cfg.MaxRegionsPerBatch)
 		if mutate != nil {
 			mutate(cfg)

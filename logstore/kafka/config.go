@@ -63,14 +63,6 @@ type Config struct {
 	// latency. Default 16; 1..256.
 	ProduceLanes int
 
-	// MergeBelow lets the producer worker merge the pending requests of
-	// regions whose pending bytes are below it into one shared batch (up to
-	// MaxBatchBytes): fewer produce requests, but those regions' records
-	// share batches, so replaying one of them fetches the others' too.
-	// Default 0: never merge (batches stay region-pure; see README for the
-	// measurements behind the choice).
-	MergeBelow int
-
 	// MaxRegionsPerBatch lets a produce request carry up to this many
 	// regions' pending calls when the topic has a backlog (more regions
 	// ready to send than produce lanes free): fewer, larger requests drain
@@ -234,9 +226,6 @@ func (c Config) Validate() error {
 	}
 	if c.RetryBackoff < 0 {
 		bad("RetryBackoff", "%v must not be negative", c.RetryBackoff)
-	}
-	if c.MergeBelow < 0 || c.MergeBelow > c.MaxBatchBytes {
-		bad("MergeBelow", "%d is outside [0, MaxBatchBytes]", c.MergeBelow)
 	}
 	if c.MaxRegionsPerBatch < 1 {
 		bad("MaxRegionsPerBatch", "%d must be at least 1", c.MaxRegionsPerBatch)

@@ -195,7 +195,7 @@ func (s *LogStore) producer(ctx context.Context, topic string) (*worker.Producer
 		slot.p = worker.NewProducer(worker.Options{
 			Topic: topic, Partition: partition, MaxBatchBytes: s.cfg.MaxBatchBytes,
 			MaxQueuedBytes: s.cfg.MaxQueuedBytes, ProduceTimeout: s.cfg.ProduceTimeout,
-			Linger: s.cfg.Linger, MergeBelow: s.cfg.MergeBelow, MaxRegions: s.cfg.MaxRegionsPerBatch, Lanes: s.lanes, Collector: s.collector(),
+			Linger: s.cfg.Linger, MaxRegions: s.cfg.MaxRegionsPerBatch, Lanes: s.lanes, Collector: s.collector(),
 			Metrics: s.metrics.worker, Logger: s.log,
 		})
 	}

@@ -29,9 +29,9 @@
 // the group becomes its own batch, and up to len(lanes) groups are in
 // flight at once to hide produce latency. Measured with 64 regions written
 // concurrently, the batches hold 1.00 regions each and a one-region replay
-// fetches 1.02 times its own bytes. MergeBelow trades that purity for
-// fewer, larger requests when regions write small calls; the README has the
-// measurements behind the default.
+// fetches 1.02 times its own bytes. MaxRegions trades that purity for
+// fewer, larger requests when a backlog builds up (more regions ready than
+// lanes free); the README has the measurements behind the default.
 //
 // # Ordering
 //

@@ -49,10 +49,6 @@ type Options struct {
 	// Linger holds back groups smaller than MaxBatchBytes until their oldest
 	// request is this old, to let more requests of the region join.
 	Linger time.Duration
-	// MergeBelow merges groups (one per region) whose bytes are below it
-	// into one produce, up to MaxBatchBytes: fewer, larger requests at the
-	// cost of mixing those small regions in one batch. 0 never merges.
-	MergeBelow int
 	// MaxRegions lets a produce carry up to this many regions' groups when
 	// the topic has a backlog: more groups ready than lanes free. Then
 	// adjacent groups (oldest first) are merged, up to MaxBatchBytes, so

@@ -190,35 +190,7 @@ func (w *worker) plan() []*group {
 	}
 	clear(w.pending[len(kept):])
 	w.pending = kept
-	if o.MergeBelow > 0 {
-		groups = mergeSmall(groups, int64(o.MergeBelow), int64(o.MaxBatchBytes))
-	}
 	return groups
-}
-
-// mergeSmall folds groups smaller than below into shared groups of at most
-// limit bytes, keeping the oldest-first order of their first members.
-func mergeSmall(groups []*group, below, limit int64) []*group {
-	var out []*group
-	var acc *group
-	for _, g := range groups {
-		if g.bytes >= below {
-			out = append(out, g)
-			continue
-		}
-		if acc != nil && acc.bytes+g.bytes <= limit {
-			acc.reqs = append(acc.reqs, g.reqs...)
-			acc.bytes += g.bytes
-			acc.maxSeq = max(acc.maxSeq, g.maxSeq)
-			for reg := range g.regions {
-				acc.regions[reg] = struct{}{}
-			}
-			continue
-		}
-		acc = g
-		out = append(out, g)
-	}
-	return out
 }
 
 // mergeBacklog merges adjacent groups while there are more groups than

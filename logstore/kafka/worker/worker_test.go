@@ -122,7 +122,7 @@ func TestOrderingProperty(t *testing.T) {
 			}}
 			p, obs := newTestProducer(t, log, 1+int(seed%5), func(o *Options) {
 				if seed%2 == 0 {
-					o.MergeBelow = 2048
+					o.MaxRegions = 3
 				}
 			})
 			ctx := context.Background()
@@ -207,7 +207,7 @@ func TestOrderingProperty(t *testing.T) {
 			if seed%2 == 1 {
 				for _, regions := range log.calls {
 					for _, r := range regions {
-						require.Equal(t, regions[0], r, "without MergeBelow, produce calls are region-pure")
+						require.Equal(t, regions[0], r, "with MaxRegions 1, produce calls are region-pure")
 					}
 				}
 			}
