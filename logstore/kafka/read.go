@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -258,9 +259,30 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 	return ctx.Err()
 }
 
+// prefetchDepth bounds the indexed ranges whose first fetch is in flight
+// at once (their byte limits also add up to at most FetchMaxBytes).
+const prefetchDepth = 16
+
+// prefetch is an indexed range's first fetch, running in its own goroutine.
+type prefetch struct {
+	rg       index.Range
+	maxBytes int32
+	done     chan fetchResult
+}
+
 // fetchAll fetches every range in order, sending each response on ch; it
-// stops at the first error (sent) or when ctx ends.
+// stops at the first error (sent) or when ctx ends. The first fetch of
+// each indexed range is started ahead, up to prefetchDepth ranges and
+// FetchMaxBytes of byte limits, spread over the store's clients (a broker
+// serves one request per connection at a time), so that a replay of many
+// small ranges pays the broker's round trip about once per window rather
+// than once per range; a range's further fetches, and scans, go one at a
+// time.
 func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- fetched) {
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	defer running.Wait()
+	defer cancel()
 	send := func(f fetched) bool {
 		select {
 		case ch <- f:
@@ -269,33 +291,100 @@ func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- f
 			return false
 		}
 	}
-	for _, rg := range ranges {
+	var window []*prefetch
+	var windowBytes int64
+	nextRange := 0
+	fill := func() {
+		for nextRange < len(ranges) && len(window) < prefetchDepth {
+			rg := ranges[nextRange]
+			if rg.Scan {
+				return // a scan starts once the ranges before it are done
+			}
+			mb := r.fetchSize(rg, rg.Start)
+			if len(window) > 0 && windowBytes+int64(mb) > int64(r.s.cfg.FetchMaxBytes) {
+				return
+			}
+			pf := &prefetch{rg: rg, maxBytes: mb, done: make(chan fetchResult, 1)}
+			leader, id := r.leader, r.topicID
+			cl := r.s.fetchClient(nextRange)
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				fctx, fcancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
+				defer fcancel()
+				pf.done <- r.fetchOnce(fctx, cl, leader, id, rg.Start, mb, "indexed")
+			}()
+			window = append(window, pf)
+			windowBytes += int64(mb)
+			nextRange++
+		}
+	}
+	for {
+		fill()
+		var rg index.Range
+		var first *fetchResult
+		var firstMax int32
+		switch {
+		case len(window) > 0:
+			pf := window[0]
+			window = window[1:]
+			windowBytes -= int64(pf.maxBytes)
+			var res fetchResult
+			select {
+			case res = <-pf.done:
+			case <-ctx.Done():
+				return
+			}
+			r.stats.Fetches++
+			r.stats.FetchedBytes += int64(res.bytes)
+			if res.err != nil {
+				send(fetched{err: res.err})
+				return
+			}
+			rg, firstMax = pf.rg, pf.maxBytes
+			if res.retry == nil {
+				first = &res
+			}
+		case nextRange < len(ranges):
+			rg = ranges[nextRange]
+			nextRange++
+		default:
+			return
+		}
 		mode := "indexed"
 		if rg.Scan {
 			mode = "scan"
 		}
 		for off := rg.Start; off < rg.End; {
-			maxBytes := r.fetchSize(rg, off)
-			fp, next, n, err := r.fetch(ctx, off, maxBytes, mode)
-			if err != nil {
-				send(fetched{err: err})
-				return
+			var res fetchResult
+			maxBytes := firstMax
+			if first != nil && off == rg.Start {
+				res = *first
+			} else {
+				maxBytes = r.fetchSize(rg, off)
+				fp, next, n, err := r.fetch(ctx, off, maxBytes, mode)
+				if err != nil {
+					send(fetched{err: err})
+					return
+				}
+				res = fetchResult{fp: fp, next: next, bytes: n}
 			}
-			if fp.Err == nil && next <= off {
+			first = nil
+			if res.fp.Err == nil && res.next <= off {
 				if maxBytes < r.s.cfg.FetchMaxBytes {
 					r.avgRecord = float64(r.s.cfg.FetchMaxBytes) // no complete batch fitted: ask for more
 					continue
 				}
-				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, n)})
+				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, res.bytes)})
 				return
 			}
-			if n > 0 {
-				r.learnRecordSize(n, next-off)
+			if res.bytes > 0 {
+				r.learnRecordSize(res.bytes, res.next-off)
 			}
-			if !send(fetched{rg: rg, from: off, fp: fp, next: next, bytes: n}) || fp.Err != nil {
+			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next, bytes: res.bytes}) || res.fp.Err != nil {
 				return
 			}
-			off = next
+			off = res.next
 		}
 	}
 }
@@ -420,6 +509,17 @@ func (r *reader) release(all bool) error {
 	return nil
 }
 
+// fetchClient picks a client for a read's i-th concurrent fetch: the
+// admin client and the produce lanes' clients each have their own fetch
+// connection, which the broker serves in parallel.
+func (s *LogStore) fetchClient(i int) *kgo.Client {
+	n := len(s.laneClients) + 1
+	if k := i % n; k < len(s.laneClients) {
+		return s.laneClients[k]
+	}
+	return s.admin
+}
+
 // startIndexForRead lets the index check its coverage against the log's
 // bounds (a topic recreated while this process was down has an end below
 // the persisted watermark). Only while the topic has no producer: a
@@ -447,81 +547,106 @@ func (r *reader) refreshLeader(ctx context.Context) error {
 	return nil
 }
 
-// fetch issues one fetch request at off and returns the processed
-// partition, the next offset to fetch, and the record batch bytes fetched.
-// Leader changes are retried within RequestTimeout.
-func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (kgo.FetchPartition, int64, int, error) {
+// fetchResult is one fetch request's outcome.
+type fetchResult struct {
+	fp    kgo.FetchPartition
+	next  int64
+	bytes int   // record batch bytes fetched
+	retry error // a retriable failure: fetch again (after a leader lookup)
+	err   error // a final failure
+}
+
+// fetchOnce issues one fetch request at off to the given leader. It touches
+// no reader state, so several may run at once.
+func (r *reader) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
 	s := r.s
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 100
+	req.MinBytes = 1
+	req.MaxBytes = max(maxBytes, 1)
+	req.SessionEpoch = -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = r.topic, topicID
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
+	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+
+	began := time.Now()
+	kresp, err := cl.Broker(int(leader)).Request(ctx, req)
+	s.metrics.fetchLatency.Observe(time.Since(began).Seconds())
+	s.metrics.fetches.WithLabelValues(mode).Inc()
+	if err != nil {
+		return fetchResult{retry: err}
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fetchResult{retry: err}
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", r.topic, off)}
+	}
+	rp := &resp.Topics[0].Partitions[0]
+	perr := kerr.ErrorForCode(rp.ErrorCode)
+	switch {
+	case perr == nil:
+		n := len(rp.RecordBatches)
+		s.metrics.fetchedBytes.WithLabelValues(r.topic, mode).Add(float64(n))
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset: off, Topic: r.topic, Partition: partition,
+		}, rp, kgo.DefaultDecompressor(), nil)
+		return fetchResult{fp: fp, next: next, bytes: n}
+	case errors.Is(perr, kerr.OffsetOutOfRange):
+		return fetchResult{err: r.outOfRange(ctx, off, perr)}
+	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
+		// Perhaps a cached topic ID went stale; the metadata lookup before
+		// the retry tells a deleted topic apart.
+		s.forgetMeta(r.topic)
+		return fetchResult{retry: perr}
+	case kerr.IsRetriable(perr):
+		return fetchResult{retry: perr}
+	default:
+		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, perr)}
+	}
+}
+
+// fetch issues fetch requests at off until one succeeds, fails for good, or
+// RequestTimeout passes, looking the leader up again between attempts. Only
+// the fetcher goroutine calls it.
+func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (kgo.FetchPartition, int64, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis = 100
-		req.MinBytes = 1
-		req.MaxBytes = max(maxBytes, 1)
-		req.SessionEpoch = -1
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic, t.TopicID = r.topic, r.topicID
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
-		p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
-		t.Partitions = append(t.Partitions, p)
-		req.Topics = append(req.Topics, t)
-
-		began := time.Now()
-		kresp, err := s.admin.Broker(int(r.leader)).Request(ctx, req)
-		s.metrics.fetchLatency.Observe(time.Since(began).Seconds())
-		s.metrics.fetches.WithLabelValues(mode).Inc()
+		res := r.fetchOnce(ctx, r.s.admin, r.leader, r.topicID, off, maxBytes, mode)
 		r.stats.Fetches++
-		var retry error
-		if err == nil {
-			resp := kresp.(*kmsg.FetchResponse)
-			if err = kerr.ErrorForCode(resp.ErrorCode); err == nil {
-				if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-					return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", r.topic, off)
-				}
-				rp := &resp.Topics[0].Partitions[0]
-				perr := kerr.ErrorForCode(rp.ErrorCode)
-				switch {
-				case perr == nil:
-					fetched := len(rp.RecordBatches)
-					r.stats.FetchedBytes += int64(fetched)
-					s.metrics.fetchedBytes.WithLabelValues(r.topic, mode).Add(float64(fetched))
-					fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-						Offset: off, Topic: r.topic, Partition: partition,
-					}, rp, kgo.DefaultDecompressor(), nil)
-					return fp, next, fetched, nil
-				case errors.Is(perr, kerr.OffsetOutOfRange):
-					return kgo.FetchPartition{}, 0, 0, r.outOfRange(ctx, off, perr)
-				case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
-					// Perhaps a cached topic ID went stale; the metadata
-					// lookup below tells a deleted topic apart.
-					s.forgetMeta(r.topic)
-					retry = perr
-				case kerr.IsRetriable(perr):
-					retry = perr
-				default:
-					return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, perr)
-				}
-			}
+		r.stats.FetchedBytes += int64(res.bytes)
+		if res.err != nil {
+			return kgo.FetchPartition{}, 0, 0, res.err
 		}
-		if retry == nil {
-			retry = err
+		if res.retry == nil {
+			return res.fp, res.next, res.bytes, nil
 		}
-		if ctx.Err() != nil {
-			return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), retry))
-		}
-		s.log.Debug("kwal: retrying fetch", "topic", r.topic, "offset", off, "attempt", attempt, "err", retry)
-		select {
-		case <-ctx.Done():
-			return kgo.FetchPartition{}, 0, 0, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), retry))
-		case <-time.After(s.cfg.RetryBackoff):
-		}
-		if err := r.refreshLeader(ctx); err != nil {
+		if err := r.backoff(ctx, off, attempt, res.retry); err != nil {
 			return kgo.FetchPartition{}, 0, 0, err
 		}
 	}
+}
+
+// backoff waits RetryBackoff after a retriable fetch failure and looks the
+// leader up again; it fails when ctx ends first.
+func (r *reader) backoff(ctx context.Context, off int64, attempt int, cause error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
+	}
+	r.s.log.Debug("kwal: retrying fetch", "topic", r.topic, "offset", off, "attempt", attempt, "err", cause)
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
+	case <-time.After(r.s.cfg.RetryBackoff):
+	}
+	return r.refreshLeader(ctx)
 }
 
 // outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
