@@ -138,6 +138,15 @@ func (p *Part) Key() []byte {
 	return key
 }
 
+// AppendKey appends the part's key (KeySize bytes) to dst, so that many
+// keys can share one allocation.
+func (p *Part) AppendKey(dst []byte) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, KeySize)...)
+	p.putKey(dst[n : n+KeySize])
+	return dst
+}
+
 func (p *Part) putKey(key []byte) {
 	copy(key[0:2], magic[:])
 	key[2] = Version

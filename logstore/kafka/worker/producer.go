@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,8 +194,17 @@ func (p *Producer) submitErr(err error) error {
 }
 
 func (p *Producer) encode(entries []Entry) (*request, error) {
-	r := &request{done: make(chan struct{}), entryFirst: make([]int, len(entries))}
-	seen := make(map[uint64]struct{}, 4)
+	r := &request{
+		done:       make(chan struct{}),
+		entryFirst: make([]int, len(entries)),
+		recs:       make([]*kgo.Record, 0, len(entries)),
+		recRegion:  make([]uint64, 0, len(entries)),
+	}
+	// One allocation for the records and one for their keys, in the common
+	// case of entries that fit one record each.
+	structs := make([]kgo.Record, 0, len(entries))
+	keys := make([]byte, 0, len(entries)*record.KeySize)
+	var seen map[uint64]struct{}
 	for i, e := range entries {
 		parts, err := record.Split(e.Region, e.Data, p.opts.MaxBatchBytes)
 		if err != nil {
@@ -202,15 +212,34 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 		}
 		r.entryFirst[i] = len(r.recs)
 		for j := range parts {
-			key := parts[j].Key()
-			r.recs = append(r.recs, &kgo.Record{Topic: p.opts.Topic, Partition: p.opts.Partition, Key: key, Value: parts[j].Data})
+			if len(keys)+record.KeySize > cap(keys) {
+				keys = make([]byte, 0, (len(entries)-i+len(parts))*record.KeySize)
+			}
+			keys = parts[j].AppendKey(keys)
+			key := keys[len(keys)-record.KeySize : len(keys) : len(keys)]
+			if len(structs) == cap(structs) {
+				structs = make([]kgo.Record, 0, len(entries)-i+len(parts))
+			}
+			structs = append(structs, kgo.Record{Topic: p.opts.Topic, Partition: p.opts.Partition, Key: key, Value: parts[j].Data})
+			r.recs = append(r.recs, &structs[len(structs)-1])
 			r.recRegion = append(r.recRegion, e.Region)
 			r.bytes += int64(len(key) + len(parts[j].Data))
 		}
 		r.dataBytes += int64(len(e.Data))
-		if _, ok := seen[e.Region]; !ok {
-			seen[e.Region] = struct{}{}
+		switch {
+		case seen != nil:
+			if _, ok := seen[e.Region]; !ok {
+				seen[e.Region] = struct{}{}
+				r.regions = append(r.regions, e.Region)
+			}
+		case !slices.Contains(r.regions, e.Region):
 			r.regions = append(r.regions, e.Region)
+			if len(r.regions) > 16 { // many regions: stop scanning the slice
+				seen = make(map[uint64]struct{}, 2*len(r.regions))
+				for _, reg := range r.regions {
+					seen[reg] = struct{}{}
+				}
+			}
 		}
 	}
 	return r, nil

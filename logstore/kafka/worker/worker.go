@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,6 +24,13 @@ type worker struct {
 	flushTo  uint64 // requests up to this seq are sent without lingering
 	draining bool
 	linger   *time.Timer
+
+	// Reused by plan, which runs after every event: cleared, not remade.
+	dirty    bool // state changed since the last plan
+	groups   []*group
+	blocked  map[uint64]struct{}
+	byRegion map[uint64]*group
+	spare    []*group
 }
 
 type flushWaiter struct {
@@ -46,14 +54,15 @@ type dispatch struct {
 // group is a dispatch being planned.
 type group struct {
 	reqs    []*request
-	regions map[uint64]struct{}
+	regions []uint64 // distinct
 	bytes   int64
 	oldest  time.Time
 	maxSeq  uint64
 }
 
 func newWorker(p *Producer) *worker {
-	return &worker{p: p, busy: make(map[uint64]int), inflight: make(map[*dispatch]struct{})}
+	return &worker{p: p, busy: make(map[uint64]int), inflight: make(map[*dispatch]struct{}),
+		blocked: make(map[uint64]struct{}), byRegion: make(map[uint64]*group)}
 }
 
 // run is the group-commit loop. Ordering argument: a request is sent only
@@ -72,7 +81,11 @@ func (w *worker) run() {
 			w.releaseFlushes(true)
 			return
 		}
-		groups := w.plan()
+		if w.dirty {
+			w.plan()
+			w.dirty = false
+		}
+		groups := w.groups
 		var free chan *lane
 		var lingerC <-chan time.Time
 		if len(groups) > 0 {
@@ -85,11 +98,13 @@ func (w *worker) run() {
 		}
 		select {
 		case r := <-queue:
+			w.dirty = true
 			w.take(r)
 			for n := len(queue); n > 0; n-- {
 				w.take(<-queue)
 			}
 		case ln := <-free:
+			w.dirty = true
 			groups = w.mergeBacklog(groups, 1+len(free))
 			w.send(groups[0], ln)
 			// Use every lane that is free right now before replanning.
@@ -106,15 +121,19 @@ func (w *worker) run() {
 				break
 			}
 		case d := <-p.results:
+			w.dirty = true
 			w.complete(d)
 		case d := <-p.timeouts:
+			w.dirty = true
 			w.timeout(d)
 		case ch := <-p.flushes:
+			w.dirty = true
 			w.flushTo = w.seq
 			w.flushes = append(w.flushes, flushWaiter{upTo: w.seq, ch: ch})
 			w.releaseFlushes(false)
 		case <-lingerC:
 		case <-p.closing:
+			w.dirty = true
 			p.closing = nil // a nil channel blocks: handled once
 			w.draining = true
 			w.flushTo = ^uint64(0)
@@ -137,14 +156,19 @@ func (w *worker) take(r *request) {
 // back request, or regions of two groups is held back (and its regions with
 // it), which keeps every region's requests in queue order.
 func (w *worker) plan() []*group {
+	for _, g := range w.groups {
+		g.reqs, g.regions = g.reqs[:0], g.regions[:0]
+		w.spare = append(w.spare, g)
+	}
+	clear(w.groups)
+	w.groups = w.groups[:0]
 	if len(w.pending) == 0 {
 		return nil
 	}
 	o := &w.p.opts
 	cap := int64(GroupBatches * o.MaxBatchBytes)
-	blocked := make(map[uint64]struct{})
-	byRegion := make(map[uint64]*group)
-	var groups []*group
+	clear(w.blocked)
+	clear(w.byRegion)
 	kept := w.pending[:0]
 	for _, r := range w.pending {
 		if r.state.Load() == stateCanceled {
@@ -155,11 +179,11 @@ func (w *worker) plan() []*group {
 		var g *group
 		hold := false
 		for _, reg := range r.regions {
-			if _, ok := blocked[reg]; ok || w.busy[reg] > 0 {
+			if _, ok := w.blocked[reg]; ok || w.busy[reg] > 0 {
 				hold = true
 				break
 			}
-			if rg := byRegion[reg]; rg != nil {
+			if rg := w.byRegion[reg]; rg != nil {
 				if g != nil && g != rg {
 					hold = true
 					break
@@ -172,25 +196,38 @@ func (w *worker) plan() []*group {
 		}
 		if hold {
 			for _, reg := range r.regions {
-				blocked[reg] = struct{}{}
+				w.blocked[reg] = struct{}{}
 			}
 			continue
 		}
 		if g == nil {
-			g = &group{regions: make(map[uint64]struct{}, len(r.regions)), oldest: r.enqueued}
-			groups = append(groups, g)
+			g = w.newGroup()
+			g.oldest = r.enqueued
+			w.groups = append(w.groups, g)
 		}
 		g.reqs = append(g.reqs, r)
 		g.bytes += r.bytes
 		g.maxSeq = max(g.maxSeq, r.seqNo)
 		for _, reg := range r.regions {
-			g.regions[reg] = struct{}{}
-			byRegion[reg] = g
+			if w.byRegion[reg] == nil {
+				g.regions = append(g.regions, reg)
+				w.byRegion[reg] = g
+			}
 		}
 	}
 	clear(w.pending[len(kept):])
 	w.pending = kept
-	return groups
+	return w.groups
+}
+
+func (w *worker) newGroup() *group {
+	if n := len(w.spare); n > 0 {
+		g := w.spare[n-1]
+		w.spare = w.spare[:n-1]
+		*g = group{reqs: g.reqs[:0], regions: g.regions[:0]}
+		return g
+	}
+	return &group{}
 }
 
 // mergeBacklog merges adjacent groups while there are more groups than
@@ -215,14 +252,14 @@ func (w *worker) mergeBacklog(groups []*group, lanes int) []*group {
 			g.bytes += n.bytes
 			g.maxSeq = max(g.maxSeq, n.maxSeq)
 			g.oldest = minTime(g.oldest, n.oldest)
-			for reg := range n.regions {
-				g.regions[reg] = struct{}{}
-			}
+			g.regions = append(g.regions, n.regions...) // groups never share a region
 			i++
 			excess--
 		}
 		out = append(out, g)
 	}
+	clear(groups[len(out):])
+	w.groups = out
 	return out
 }
 
@@ -259,22 +296,28 @@ func (w *worker) armLinger(d time.Duration) {
 func (w *worker) send(g *group, ln *lane) {
 	p := w.p
 	d := &dispatch{start: time.Now()}
-	regions := make(map[uint64]struct{})
+	withdrawn := false
 	for _, r := range g.reqs {
 		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
+			withdrawn = true
 			continue
 		}
 		d.reqs = append(d.reqs, r)
 		d.recs = append(d.recs, r.recs...)
 		d.bytes += r.bytes
-		for _, reg := range r.regions {
-			if _, ok := regions[reg]; !ok {
-				regions[reg] = struct{}{}
-				d.regions = append(d.regions, reg)
+	}
+	if !withdrawn {
+		d.regions = append([]uint64(nil), g.regions...)
+	} else {
+		for _, r := range d.reqs {
+			for _, reg := range r.regions {
+				if !slices.Contains(d.regions, reg) {
+					d.regions = append(d.regions, reg)
+				}
 			}
 		}
 	}
-	w.removePending(g.reqs)
+	w.removePending()
 	if len(d.reqs) == 0 {
 		p.opts.Lanes.free <- ln
 		return
@@ -298,15 +341,14 @@ func (w *worker) send(g *group, ln *lane) {
 	})
 }
 
-func (w *worker) removePending(reqs []*request) {
-	gone := make(map[*request]struct{}, len(reqs))
-	for _, r := range reqs {
-		gone[r] = struct{}{}
-	}
+func (w *worker) removePending() {
 	kept := w.pending[:0]
 	for _, r := range w.pending {
-		if _, ok := gone[r]; !ok {
+		switch r.state.Load() {
+		case stateQueued:
 			kept = append(kept, r)
+		case stateCanceled:
+			w.finish(r, nil, nil) // already failed by Wait; free its room
 		}
 	}
 	clear(w.pending[len(kept):])
