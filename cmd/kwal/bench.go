@@ -462,19 +462,11 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 }
 
 func codecOf(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "", "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
+	c, err := kafka.CompressionCodec(name)
+	if err != nil {
+		return c, fmt.Errorf("--compression: %w", err)
 	}
-	return kgo.NoCompression(), fmt.Errorf("--compression: %q is not one of none, gzip, snappy, lz4, zstd", name)
+	return c, nil
 }
 
 // deleteNamespaces deletes namespaces (and their index) with a store of

@@ -116,6 +116,12 @@ type Appender func(ctx context.Context, c Call) error
 // Run plays the plan's writers concurrently through app and times it.
 // progress, when set, is called after every call with its entry count.
 func Run(ctx context.Context, plan [][]Call, app Appender, progress func(entries, bytes int)) (AppendResult, error) {
+	return play(ctx, plan, app, progress, func(i, n int) bool { return i < n })
+}
+
+// play runs each writer's calls in order, the i-th call (modulo the
+// writer's count n) as long as more(i, n) holds, and times the whole.
+func play(ctx context.Context, plan [][]Call, app Appender, progress func(entries, bytes int), more func(i, n int) bool) (AppendResult, error) {
 	var (
 		mu   sync.Mutex
 		res  AppendResult
@@ -126,12 +132,16 @@ func Run(ctx context.Context, plan [][]Call, app Appender, progress func(entries
 	defer cancel()
 	start := time.Now()
 	for _, calls := range plan {
+		if len(calls) == 0 {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			lats := make([]time.Duration, 0, len(calls))
 			var n, b int64
-			for _, c := range calls {
+			for i := 0; more(i, len(calls)) && ctx.Err() == nil; i++ {
+				c := calls[i%len(calls)]
 				t0 := time.Now()
 				if err := app(ctx, c); err != nil {
 					mu.Lock()
@@ -186,14 +196,7 @@ type RawOptions struct {
 // RawClient returns a plain franz-go producer client with acks=all and
 // idempotence (franz-go's defaults), writing partition 0.
 func RawClient(brokers []string, o RawOptions) (*kgo.Client, error) {
-	return kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		kgo.ProducerBatchMaxBytes(int32(o.MaxBatchBytes)),
-		kgo.ProducerBatchCompression(o.Compression),
-		kgo.ProducerLinger(o.Linger),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
+	return RawClientWith(o, kgo.SeedBrokers(brokers...))
 }
 
 // RawAppender produces each call's records, encoded exactly as kwal

@@ -7,10 +7,8 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,57 +23,8 @@ import (
 // starting over after the last, until d has passed; calls in flight then
 // finish. Elapsed runs until the last call returns.
 func RunFor(ctx context.Context, plan [][]Call, app Appender, d time.Duration, progress func(entries, bytes int)) (AppendResult, error) {
-	var (
-		mu   sync.Mutex
-		res  AppendResult
-		errs []error
-		wg   sync.WaitGroup
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	deadline := start.Add(d)
-	for _, calls := range plan {
-		if len(calls) == 0 {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var lats []time.Duration
-			var n, b int64
-			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-				c := calls[i%len(calls)]
-				t0 := time.Now()
-				if err := app(ctx, c); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					cancel()
-					return
-				}
-				lats = append(lats, time.Since(t0))
-				cb := 0
-				for _, e := range c.Entries {
-					cb += len(e)
-				}
-				n += int64(len(c.Entries))
-				b += int64(cb)
-				if progress != nil {
-					progress(len(c.Entries), cb)
-				}
-			}
-			mu.Lock()
-			res.Entries += n
-			res.Bytes += b
-			res.Latencies = append(res.Latencies, lats...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.Elapsed = time.Since(start)
-	slices.Sort(res.Latencies)
-	return res, errors.Join(errs...)
+	deadline := time.Now().Add(d)
+	return play(ctx, plan, app, progress, func(int, int) bool { return time.Now().Before(deadline) })
 }
 
 // RawClientWith is RawClient with the connection options given (seed

@@ -78,8 +78,8 @@ func saslMechanism(s *SASLConfig) sasl.Mechanism {
 	}
 }
 
-// compressionCodec maps Config.Compression to franz-go's codec.
-func compressionCodec(name string) (kgo.CompressionCodec, error) {
+// CompressionCodec maps a Config.Compression name to franz-go's codec.
+func CompressionCodec(name string) (kgo.CompressionCodec, error) {
 	switch name {
 	case "", "none":
 		return kgo.NoCompression(), nil

@@ -163,9 +163,9 @@ type Secret string
 
 const redacted = "[REDACTED]"
 
-func (Secret) String() string            { return redacted }
-func (Secret) GoString() string          { return `"` + redacted + `"` }
-func (Secret) LogValue() slog.Value      { return slog.StringValue(redacted) }
+func (Secret) String() string       { return redacted }
+func (Secret) GoString() string     { return `"` + redacted + `"` }
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
 func (s Secret) MarshalText() ([]byte, error) {
 	if s == "" {
 		return nil, nil
@@ -213,7 +213,7 @@ func (c Config) Validate() error {
 	if c.ProduceLanes < 1 || c.ProduceLanes > 256 {
 		bad("ProduceLanes", "%d is outside [1, 256]", c.ProduceLanes)
 	}
-	if _, err := compressionCodec(c.Compression); err != nil {
+	if _, err := CompressionCodec(c.Compression); err != nil {
 		bad("Compression", "%v", err)
 	}
 	for name, d := range map[string]time.Duration{

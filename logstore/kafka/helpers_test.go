@@ -2,9 +2,9 @@ package kafka_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"testing"
 	"time"
 

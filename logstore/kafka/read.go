@@ -94,8 +94,8 @@ type reader struct {
 	from        map[uint64]int64 // first offset wanted, per region
 	leaderStale bool
 	leader      int32
-	topicID [16]byte
-	end     int64
+	topicID     [16]byte
+	end         int64
 
 	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
 	stats     ReadStats

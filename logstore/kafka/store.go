@@ -106,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kwal: open: no broker of %v answered within %v: %w", cfg.Brokers, cfg.RequestTimeout, err)
 	}
-	codec, _ := compressionCodec(cfg.Compression)
+	codec, _ := CompressionCodec(cfg.Compression)
 	clients := make([]worker.Client, cfg.ProduceLanes)
 	for i := range cfg.ProduceLanes {
 		cl, err := kgo.NewClient(append(base[:len(base):len(base)],

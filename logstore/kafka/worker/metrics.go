@@ -5,15 +5,15 @@ import "github.com/prometheus/client_golang/prometheus"
 // Metrics are the producer side's Prometheus collectors. One Metrics serves
 // every topic's worker; the store registers Collectors.
 type Metrics struct {
-	EntriesAppended *prometheus.CounterVec   // namespace
-	BytesAppended   *prometheus.CounterVec   // namespace; entry data bytes
-	ProduceLatency  prometheus.Histogram     // seconds from handing a group to a lane to its acknowledgement
-	ProduceRecords  prometheus.Histogram     // records per produce request
-	ProduceBytes    prometheus.Histogram     // bytes per produce request
-	ProduceRegions  prometheus.Histogram     // regions per produce request: 1 means a region-pure batch
-	QueueRequests   *prometheus.GaugeVec     // namespace; requests queued or in flight
-	QueueBytes      *prometheus.GaugeVec     // namespace; bytes queued or in flight
-	Errors          *prometheus.CounterVec   // kind: produce, timeout, canceled, closed
+	EntriesAppended *prometheus.CounterVec // namespace
+	BytesAppended   *prometheus.CounterVec // namespace; entry data bytes
+	ProduceLatency  prometheus.Histogram   // seconds from handing a group to a lane to its acknowledgement
+	ProduceRecords  prometheus.Histogram   // records per produce request
+	ProduceBytes    prometheus.Histogram   // bytes per produce request
+	ProduceRegions  prometheus.Histogram   // regions per produce request: 1 means a region-pure batch
+	QueueRequests   *prometheus.GaugeVec   // namespace; requests queued or in flight
+	QueueBytes      *prometheus.GaugeVec   // namespace; bytes queued or in flight
+	Errors          *prometheus.CounterVec // kind: produce, timeout, canceled, closed
 }
 
 // NewMetrics makes unregistered collectors.

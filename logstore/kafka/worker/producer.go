@@ -316,4 +316,3 @@ func (p *Producer) Close(ctx context.Context) error {
 		return fmt.Errorf("kwal: close producer %q: %w", p.opts.Topic, ctx.Err())
 	}
 }
-

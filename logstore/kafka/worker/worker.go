@@ -16,8 +16,8 @@ import (
 // worker is the state of one topic's worker goroutine; only run touches it.
 type worker struct {
 	p        *Producer
-	pending  []*request      // FIFO of queued requests not yet sent
-	busy     map[uint64]int  // regions with a group in flight
+	pending  []*request     // FIFO of queued requests not yet sent
+	busy     map[uint64]int // regions with a group in flight
 	inflight map[*dispatch]struct{}
 	flushes  []flushWaiter
 	seq      uint64 // requests taken from the queue so far
