@@ -43,8 +43,8 @@ type Config struct {
 	IndexCheckpointInterval time.Duration
 
 	// IndexMergeGap is the largest run of other regions' offsets an indexed
-	// read fetches through rather than starting a new fetch. Default 0: the
-	// index collector's own default.
+	// read fetches through rather than starting a new fetch; -1 merges only
+	// ranges that touch. Default 0: the index package's default.
 	IndexMergeGap int64
 
 	// DisableIndex turns the region index off: every read scans the topic.
@@ -236,8 +236,8 @@ func (c Config) Validate() error {
 	if c.IndexCheckpointInterval < 0 {
 		bad("IndexCheckpointInterval", "%v must not be negative", c.IndexCheckpointInterval)
 	}
-	if c.IndexMergeGap < 0 {
-		bad("IndexMergeGap", "%d must not be negative", c.IndexMergeGap)
+	if c.IndexMergeGap < -1 {
+		bad("IndexMergeGap", "%d must be -1 (merge only touching ranges), 0 (the index default) or positive", c.IndexMergeGap)
 	}
 	if c.MaxQueuedBytes < int64(c.MaxBatchBytes) {
 		bad("MaxQueuedBytes", "%d is below MaxBatchBytes (%d)", c.MaxQueuedBytes, c.MaxBatchBytes)
