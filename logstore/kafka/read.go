@@ -69,6 +69,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		defer context.AfterFunc(s.readCtx, cancel)()
 		r := &reader{s: s, topic: namespace, opts: opts, asm: record.NewAssembler(), yield: yield}
 		err := r.run(ctx, from)
+		r.flushMetrics()
 		if opts.Stats != nil {
 			*opts.Stats = r.stats
 		}
@@ -79,6 +80,15 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			yield(logstore.Entry{}, err)
 		}
 	}
+}
+
+// flushMetrics adds the read's per-record counts to the metrics.
+func (r *reader) flushMetrics() {
+	m := r.s.metrics
+	m.skipped.WithLabelValues("other_region").Add(float64(r.otherRegion))
+	m.skipped.WithLabelValues("before_start").Add(float64(r.beforeStart))
+	m.entriesRead.WithLabelValues(r.topic).Add(float64(r.stats.Entries))
+	m.bytesRead.WithLabelValues(r.topic).Add(float64(r.stats.EntryBytes))
 }
 
 // errStop ends a read whose caller broke out of the loop.
@@ -99,6 +109,9 @@ type reader struct {
 
 	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
 	stats     ReadStats
+
+	// Per-record counters, added to the metrics when the read ends.
+	otherRegion, beforeStart int
 
 	// held are completed entries that began after an entry still open (a
 	// split entry whose parts other writers' records interleave): they
@@ -450,11 +463,11 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 	}
 	from, ok := r.from[p.Region]
 	if !ok {
-		s.metrics.skipped.WithLabelValues("other_region").Inc()
+		r.otherRegion++ // counted once per read: this runs for every record
 		return p.Region, true, nil
 	}
 	if rec.Offset < from {
-		s.metrics.skipped.WithLabelValues("before_start").Inc()
+		r.beforeStart++
 		return p.Region, true, nil
 	}
 	st, err := r.asm.Add(rec.Offset, p)
@@ -498,8 +511,6 @@ func (r *reader) release(all bool) error {
 		n++
 		r.stats.Entries++
 		r.stats.EntryBytes += int64(len(e.Data))
-		r.s.metrics.entriesRead.WithLabelValues(r.topic).Inc()
-		r.s.metrics.bytesRead.WithLabelValues(r.topic).Add(float64(len(e.Data)))
 		if !r.yield(e, nil) {
 			return errStop
 		}
