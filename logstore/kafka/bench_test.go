@@ -124,3 +124,35 @@ func envInt(name string, v *int) {
 		}
 	}
 }
+
+// BenchmarkAppendIndexOverhead runs the 64-region workload with the index
+// on and off, alternating, and reports the throughput ratio (the index
+// collects every acknowledged record; the target is at least 0.97).
+func BenchmarkAppendIndexOverhead(b *testing.B) {
+	brokers := testutil.Brokers(b)
+	ctx := context.Background()
+	w := bench.Workload{Topics: 1, Regions: 64, Writers: 64, EntrySize: 2048, EntriesPerCall: 10, Calls: 30, Seed: 5}
+	stores := map[bool]*kafka.LogStore{}
+	for _, off := range []bool{false, true} {
+		dir := b.TempDir()
+		stores[off] = openStore(b, brokers, func(c *kafka.Config) { c.DisableIndex = off; c.IndexDir = dir; c.ProduceLanes = 16 })
+	}
+	for range b.N {
+		var on, off time.Duration
+		for round := range 16 {
+			disabled := round%2 == 1
+			topic := fmt.Sprintf("%s-%d", testutil.Topic(b), round)
+			s := stores[disabled]
+			require.NoError(b, s.CreateNamespace(ctx, topic))
+			res, err := bench.Run(ctx, w.Plan([]string{topic}), bench.KwalAppender(s), nil)
+			require.NoError(b, err)
+			if disabled {
+				off += res.Elapsed
+			} else {
+				on += res.Elapsed
+			}
+		}
+		b.ReportMetric(float64(off)/float64(on), "index_on_vs_off")
+		b.Logf("index on %v, off %v over 8 rounds each: throughput with the index = %.3f of without", on, off, float64(off)/float64(on))
+	}
+}

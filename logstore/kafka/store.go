@@ -524,13 +524,23 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 }
 
 // CreateNamespace creates the namespace's topic (one partition,
-// ReplicationFactor, TopicConfigs); an existing topic is not an error.
+// ReplicationFactor, TopicConfigs) and opens its producer; an existing
+// topic is not an error.
 func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) error {
 	if err := s.begin("create namespace"); err != nil {
 		return err
 	}
 	defer s.end()
-	return s.ensureTopic(ctx, namespace, true)
+	if !s.cfg.AutoCreateTopics {
+		// The producer would refuse a missing topic: create it first.
+		if err := s.ensureTopic(ctx, namespace, true); err != nil {
+			return err
+		}
+	}
+	// Opening the producer creates the topic (when allowed) and starts the
+	// index's accounting, so the namespace's first append pays for neither.
+	_, err := s.producer(ctx, namespace)
+	return err
 }
 
 // DeleteNamespace deletes the namespace's topic and its index. Appends to
