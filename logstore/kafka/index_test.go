@@ -10,9 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/logstore/kafka/record"
 	"github.com/kwal/kwal/testutil"
 )
 
@@ -201,4 +203,82 @@ func TestIdleRegionsOpenFast(t *testing.T) {
 	}
 	t.Logf("1000 idle regions replayed in %v with %d fetches", time.Since(start), fetches)
 	require.Zero(t, fetches, "idle regions fetch nothing when the index accounts for the whole log")
+}
+
+// TestIndexedReadFetchRequests checks the index's effect from the broker's
+// side, with kfake's ControlKey watching every fetch request: replaying one
+// region of 64 sends one fetch per run of that region's records, each at
+// the offset where the run starts, and nothing else.
+func TestIndexedReadFetchRequests(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	ctx := context.Background()
+	s := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) { cfg.ProduceLanes = 16 })
+	topic := newTopic(t)
+	require.NoError(t, s.CreateNamespace(ctx, topic))
+	const regions = 64
+	var wg sync.WaitGroup
+	for r := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range 5 {
+				var batch []logstore.Entry
+				for i := range 10 {
+					batch = append(batch, logstore.Entry{Namespace: topic, Region: logstore.RegionID(r + 1), Data: fmt.Appendf(make([]byte, 0, 2048), "%d/%d/%d%2000d", r, c, i, 0)})
+				}
+				_, err := s.AppendBatch(ctx, batch)
+				assertNoErr(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Where does region 9 live, according to the log itself?
+	starts := map[int64]bool{} // where runs of region 9 start
+	mine := map[int64]bool{}   // every offset of region 9
+	var prev logstore.RegionID
+	var topicBytes int64
+	for i, r := range scanRaw(t, c.ListenAddrs(), topic) {
+		p, err := record.Decode(r.Key, r.Value)
+		require.NoError(t, err)
+		topicBytes += int64(len(r.Key) + len(r.Value))
+		if logstore.RegionID(p.Region) == 9 {
+			mine[r.Offset] = true
+			if i == 0 || prev != 9 {
+				starts[r.Offset] = true
+			}
+		}
+		prev = logstore.RegionID(p.Region)
+	}
+
+	var mu sync.Mutex
+	var offsets []int64
+	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.FetchRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range req.Topics {
+			for _, p := range tp.Partitions {
+				offsets = append(offsets, p.FetchOffset)
+			}
+		}
+		return nil, nil, false
+	})
+	var st kafka.ReadStats
+	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{9: 0}, kafka.ReadOptions{Stats: &st}))
+	require.Len(t, got, 50)
+	mu.Lock()
+	defer mu.Unlock()
+	// One fetch per run (a run that kgo cut into two batches takes two).
+	require.GreaterOrEqual(t, len(offsets), len(starts))
+	require.LessOrEqual(t, len(offsets), 2*len(starts))
+	for o := range starts {
+		require.Contains(t, offsets, o, "every run is fetched from its start")
+	}
+	for _, o := range offsets {
+		require.True(t, mine[o], "fetch at offset %d, which holds no record of region 9", o)
+	}
+	t.Logf("%d fetch requests, %d bytes fetched; the topic holds %d bytes", len(offsets), st.FetchedBytes, topicBytes)
+	require.Less(t, st.FetchedBytes*32, topicBytes, "about 1/64 of the topic")
 }
