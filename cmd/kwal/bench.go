@@ -425,7 +425,7 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("closing the store: %w", err)
 	}
-	ib, nf, err := indexBytes(s.cfg.IndexDir, kt)
+	ib, nf, err := indexBytes(s.cfg.IndexDir, kt, a.log)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/logstore/kafka/index"
 )
 
 // envPrefix begins the environment variable of every flag: --foo-bar is
@@ -508,108 +508,28 @@ func (s *session) serveMetrics(addr string) error {
 
 // ---- index files --------------------------------------------------------
 
-// indexFile is one checkpoint file of the region index.
-type indexFile struct {
-	Name  string
-	Topic string
-	Seq   uint64
-	Kind  string // base or delta
-	Bytes int64
-}
-
-// The index package names its files idx-<escaped topic>.<seq as 16 hex
-// digits>.base|delta, escaping every byte outside [A-Za-z0-9_-] as %XX.
-// That naming is not exported; this mirrors it to account for the bytes
-// on disk.
-const indexFilePrefix = "idx-"
-
-func plainTopicByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
-
-func parseIndexFileName(name string) (topic string, seq uint64, kind string, ok bool) {
-	rest, found := strings.CutPrefix(name, indexFilePrefix)
-	if !found {
-		return "", 0, "", false
-	}
-	i := strings.LastIndexByte(rest, '.')
-	if i < 0 {
-		return "", 0, "", false
-	}
-	rest, kind = rest[:i], rest[i+1:]
-	if kind != "base" && kind != "delta" {
-		return "", 0, "", false
-	}
-	i = strings.LastIndexByte(rest, '.')
-	if i < 0 || len(rest)-i-1 != 16 {
-		return "", 0, "", false
-	}
-	esc, hex := rest[:i], rest[i+1:]
-	seq, err := strconv.ParseUint(hex, 16, 64)
+// loadIndex loads the index checkpointed in dir without writing to it, for
+// inspection through the index package's Topics and Stats. The caller
+// closes it.
+func loadIndex(dir string, log *slog.Logger) (*index.Global, error) {
+	g, err := index.New(index.Options{Store: readOnlyDir{dir}, ReadOnly: true, Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
-		return "", 0, "", false
+		return nil, fmt.Errorf("loading the index in %s: %w", dir, err)
 	}
-	var b strings.Builder
-	for j := 0; j < len(esc); j++ {
-		c := esc[j]
-		if plainTopicByte(c) {
-			b.WriteByte(c)
-			continue
-		}
-		if c != '%' || j+2 >= len(esc) {
-			return "", 0, "", false
-		}
-		v, err := strconv.ParseUint(esc[j+1:j+3], 16, 8)
-		if err != nil {
-			return "", 0, "", false
-		}
-		b.WriteByte(byte(v))
-		j += 2
-	}
-	return b.String(), seq, kind, true
-}
-
-// listIndexFiles returns the checkpoint files in dir by topic (a missing
-// dir holds none).
-func listIndexFiles(dir string) (map[string][]indexFile, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string][]indexFile{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("index dir: %w", err)
-	}
-	out := map[string][]indexFile{}
-	for _, e := range ents {
-		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		topic, seq, kind, ok := parseIndexFileName(e.Name())
-		if !ok {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		out[topic] = append(out[topic], indexFile{Name: e.Name(), Topic: topic, Seq: seq, Kind: kind, Bytes: info.Size()})
-	}
-	for _, fs := range out {
-		sort.Slice(fs, func(i, j int) bool { return fs[i].Seq < fs[j].Seq })
-	}
-	return out, nil
+	return g, nil
 }
 
 // indexBytes sums the checkpoint bytes of the given topics in dir.
-func indexBytes(dir string, topics []string) (bytes int64, files int, err error) {
-	all, err := listIndexFiles(dir)
+func indexBytes(dir string, topics []string, log *slog.Logger) (bytes int64, files int, err error) {
+	g, err := loadIndex(dir, log)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer func() { _ = g.Close(context.Background()) }()
 	for _, t := range topics {
-		for _, f := range all[t] {
-			bytes += f.Bytes
-			files++
+		if ts, ok := g.Stats(t, false); ok {
+			bytes += ts.StoredBytes
+			files += ts.Files
 		}
 	}
 	return bytes, files, nil

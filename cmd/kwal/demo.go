@@ -189,7 +189,7 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 		return fmt.Errorf("closing the store: %w", err)
 	}
 	res.closeTime = time.Since(t0)
-	if res.indexBytes, res.indexFiles, err = indexBytes(s.cfg.IndexDir, topics); err != nil {
+	if res.indexBytes, res.indexFiles, err = indexBytes(s.cfg.IndexDir, topics, a.log); err != nil {
 		return err
 	}
 	t0 = time.Now()

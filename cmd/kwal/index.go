@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -44,8 +42,9 @@ checkpoints it in --index-dir (default <data-dir>/index).`,
 // readOnlyDir is an index.Store over a directory that never writes: for
 // inspecting another process's index without disturbing it (unlike
 // index.NewDirStore, it neither creates the directory nor removes
-// temporary files). Put and Delete succeed without doing anything, so a
-// store opened on it checkpoints nowhere.
+// temporary files). It is only used with a read-only index
+// (index.Options.ReadOnly, kafka.Config.IndexReadOnly), which never calls
+// Put or Delete; they fail, should that ever change.
 type readOnlyDir struct{ dir string }
 
 var _ index.Store = readOnlyDir{}
@@ -85,8 +84,10 @@ func (d readOnlyDir) List(ctx context.Context, prefix string) ([]string, error) 
 	return out, nil
 }
 
-func (readOnlyDir) Put(context.Context, string, []byte) error { return nil }
-func (readOnlyDir) Delete(context.Context, string) error      { return nil }
+var errReadOnlyIndex = errors.New("kwal: the index directory is opened read-only")
+
+func (readOnlyDir) Put(context.Context, string, []byte) error { return errReadOnlyIndex }
+func (readOnlyDir) Delete(context.Context, string) error      { return errReadOnlyIndex }
 
 // topicIndex is what the persisted index says about one namespace.
 type topicIndex struct {
@@ -99,6 +100,7 @@ type topicIndex struct {
 	From      int64         `json:"accounted_from"` // C: offsets below are not accounted (reads scan them)
 	Watermark int64         `json:"watermark"`      // W: offsets [C, W) are accounted
 	LogEnd    *int64        `json:"log_end,omitempty"`
+	Entries   int64         `json:"records_indexed"`
 	Regions   []regionIndex `json:"regions,omitempty"`
 }
 
@@ -109,8 +111,7 @@ type regionIndex struct {
 	Ranges      int    `json:"ranges"`  // runs of consecutive offsets
 	FirstOffset int64  `json:"first_offset"`
 	LastOffset  int64  `json:"last_offset"`
-	// ObsoleteBelow is the region's Obsolete point when it is above the
-	// accounted span's start (approximate: see indexShow's help).
+	// ObsoleteBelow is the region's Obsolete point (0: none).
 	ObsoleteBelow int64 `json:"obsolete_below,omitempty"`
 	// InLog is the number of the region's records found in the log (only
 	// when the log was scanned).
@@ -118,92 +119,43 @@ type regionIndex struct {
 }
 
 // inspectIndex loads the index checkpointed in dir (read-only) and
-// describes the given namespaces (all found when topics is nil), with the
-// given regions of each.
-//
-// The index package exports no inspection API yet, so this works through
-// Collector.Plan: the accounted span's end W is the kwal_index_watermark
-// gauge, its start C is where the plan of a region without records stops
-// scanning, and a region's indexed offsets are its plan's indexed ranges
-// over [C, W) with merging off.
+// describes the given namespaces (all it holds when topics is nil), with
+// the given regions of each (every region it indexes when regions has no
+// entry for a namespace and all is set).
 func inspectIndex(dir string, topics []string, regions map[string][]uint64, log *slog.Logger) ([]topicIndex, error) {
-	files, err := listIndexFiles(dir)
+	g, err := loadIndex(dir, log)
 	if err != nil {
 		return nil, err
-	}
-	if topics == nil {
-		for t := range files {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics)
-	}
-	reg := prometheus.NewRegistry()
-	g, err := index.New(index.Options{Store: readOnlyDir{dir}, ReadOnly: true, MergeGap: -1, Registerer: reg, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("loading the index in %s: %w", dir, err)
 	}
 	defer func() { _ = g.Close(context.Background()) }()
-	wm := map[string]int64{}
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil, err
-	}
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "kwal_index_watermark":
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "topic" {
-						wm[l.GetValue()] = int64(m.GetGauge().GetValue())
-					}
-				}
-			}
-		case "kwal_index_load_failures_total":
-			for _, m := range mf.GetMetric() {
-				if v := m.GetCounter().GetValue(); v > 0 {
-					log.Warn("index: checkpoint files that could not be used", "reason", m.GetLabel()[0].GetValue(), "files", v)
-				}
-			}
-		}
+	if topics == nil {
+		topics = g.Topics()
 	}
 	var out []topicIndex
 	for _, t := range topics {
-		ti := topicIndex{Namespace: t, Watermark: wm[t]}
-		for _, f := range files[t] {
-			ti.Files++
-			ti.Bytes += f.Bytes
-			ti.LastSeq = max(ti.LastSeq, f.Seq)
-			if f.Kind == "base" {
-				ti.Bases++
-			} else {
-				ti.Deltas++
+		ts, ok := g.Stats(t, true)
+		if !ok {
+			continue
+		}
+		ti := topicIndex{
+			Namespace: t, Files: ts.Files, Deltas: ts.Deltas, Bases: ts.Files - ts.Deltas, LastSeq: ts.LastSeq,
+			Bytes: ts.StoredBytes, From: ts.C, Watermark: ts.W, Entries: ts.Entries,
+		}
+		byRegion := map[uint64]index.RegionStats{}
+		for _, rs := range ts.Regions {
+			byRegion[rs.Region] = rs
+		}
+		want := regions[t]
+		if want == nil {
+			for _, rs := range ts.Regions {
+				want = append(want, rs.Region)
 			}
 		}
-		w := ti.Watermark
-		if w > 0 {
-			// A region with no records: the plan scans [0, C) only.
-			p := g.Plan(t, map[uint64]int64{math.MaxUint64: 0}, w)
-			if len(p.Ranges) > 0 && p.Ranges[0].Scan && p.Ranges[0].Start == 0 {
-				ti.From = p.Ranges[0].End
-			}
-		}
-		for _, r := range regions[t] {
+		for _, r := range want {
+			rs, ok := byRegion[r]
 			ri := regionIndex{Region: r, FirstOffset: -1, LastOffset: -1}
-			if w > ti.From {
-				for i, rg := range g.Plan(t, map[uint64]int64{r: ti.From}, w).Ranges {
-					if rg.Scan {
-						if i == 0 && rg.Start == ti.From {
-							ri.ObsoleteBelow = rg.End
-						}
-						continue
-					}
-					ri.Records += rg.End - rg.Start
-					ri.Ranges++
-					if ri.FirstOffset < 0 {
-						ri.FirstOffset = rg.Start
-					}
-					ri.LastOffset = rg.End - 1
-				}
+			if ok {
+				ri.Records, ri.Ranges, ri.FirstOffset, ri.LastOffset, ri.ObsoleteBelow = rs.Entries, rs.Runs, rs.First, rs.Last, rs.ObsoleteBelow
 			}
 			ti.Regions = append(ti.Regions, ri)
 		}
@@ -269,14 +221,11 @@ per namespace: its checkpoint files and bytes on disk, and the accounted span
 last, and the Obsolete point when the region dropped offsets above the span's
 start.
 
-The index package does not export its region list, so regions are learned by
-scanning the namespace's log (which also shows the log end and each region's
-records in the log), or taken from --regions; --no-scan shows namespaces only
-and needs no broker.
-
-The figures come from the index's read plans: "records" counts the offsets of
-whole entries and of parts of split entries, and an Obsolete point that
-touches the region's first run is shown at the run's end.`,
+Regions come from the index itself (or --regions); unless --no-scan, the
+namespace's log is also scanned, which adds the log end and each region's
+records in the log for comparison; --no-scan needs no broker. "records"
+counts the offsets of whole entries and of parts of split entries.
+`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runIndexShow(cmd.Context(), ns, regions, noScan, asJSON, maxShown)
@@ -284,8 +233,8 @@ touches the region's first run is shown at the run's end.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&ns, "namespace", "n", "", "only this namespace (default: every namespace in the index)")
-	f.UintSliceVar(&regions, "regions", nil, "regions to show (default: those found in the log)")
-	f.BoolVar(&noScan, "no-scan", false, "do not scan the log for regions (no broker needed)")
+	f.UintSliceVar(&regions, "regions", nil, "regions to show (default: those found in the log, or in the index with --no-scan)")
+	f.BoolVar(&noScan, "no-scan", false, "do not scan the log (no broker needed); regions come from the index")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per namespace")
 	f.IntVar(&maxShown, "max-regions", 1000, "print at most this many regions per namespace (0: all)")
 	return cmd
@@ -293,7 +242,7 @@ touches the region's first run is shown at the run's end.`,
 
 func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noScan, asJSON bool, maxShown int) error {
 	dir := a.indexDir()
-	files, err := listIndexFiles(dir)
+	g, err := loadIndex(dir, a.log)
 	if err != nil {
 		return err
 	}
@@ -301,11 +250,9 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 	if ns != "" {
 		topics = []string{ns}
 	} else {
-		for t := range files {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics)
+		topics = g.Topics()
 	}
+	_ = g.Close(ctx)
 	if len(topics) == 0 {
 		fmt.Fprintf(a.stdout, "no index checkpoints in %s\n", dir)
 		return nil
@@ -484,6 +431,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	defer s.Close()
 	st, err := s.openStore(ctx, func(c *kafka.Config) {
 		c.IndexStore = readOnlyDir{c.IndexDir}
+		c.IndexReadOnly = true
 		// Records that are not kwal's are skipped by both reads alike (the
 		// index accounts for them as foreign); the scan above counts them.
 		c.SkipCorrupt = true

@@ -145,7 +145,7 @@ func TestIndexShowAndVerify(t *testing.T) {
 	require.Equal(t, "indexed", ti.Namespace)
 	require.Equal(t, int64(8), ti.Watermark)
 	require.Positive(t, ti.Bytes)
-	require.Empty(t, ti.Regions)
+	require.Len(t, ti.Regions, 2, "regions come from the index, no scan needed")
 
 	r = kwal(t, nil, append([]string{"index", "show", "-n", "indexed", "--regions", "2", "--json"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)

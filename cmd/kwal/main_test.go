@@ -225,18 +225,6 @@ func TestBadFlags(t *testing.T) {
 	require.NotContains(t, r.stderr+r.stdout, "hunter2")
 }
 
-func TestParseIndexFileName(t *testing.T) {
-	topic, seq, kind, ok := parseIndexFileName("idx-my%2Etopic.000000000000002a.delta")
-	require.True(t, ok)
-	require.Equal(t, "my.topic", topic)
-	require.Equal(t, uint64(42), seq)
-	require.Equal(t, "delta", kind)
-	for _, bad := range []string{"idx-t.1.base", "x-t.000000000000002a.base", "idx-t.000000000000002a.tmp", "idx-t%2.000000000000002a.base"} {
-		_, _, _, ok := parseIndexFileName(bad)
-		require.False(t, ok, bad)
-	}
-}
-
 func TestPreview(t *testing.T) {
 	require.Equal(t, `"hello"`, preview([]byte("hello"), 32))
 	require.Equal(t, `"hel"…`, preview([]byte("hello"), 3))

@@ -47,6 +47,11 @@ type Config struct {
 	// ranges that touch. Default 0: the index package's default.
 	IndexMergeGap int64
 
+	// IndexReadOnly loads the persisted index but never writes it (no
+	// checkpoints, Close leaves the files as they are): for tools that
+	// inspect or verify another process's index. Default false.
+	IndexReadOnly bool
+
 	// DisableIndex turns the region index off: every read scans the topic.
 	// Default false.
 	DisableIndex bool

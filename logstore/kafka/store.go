@@ -141,7 +141,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			interval = 0
 		}
 		g, err := index.New(index.Options{
-			Store: st, MergeGap: cfg.IndexMergeGap, CheckpointInterval: interval,
+			Store: st, MergeGap: cfg.IndexMergeGap, CheckpointInterval: interval, ReadOnly: cfg.IndexReadOnly,
 			Logger: cfg.Logger, Registerer: cfg.Registerer,
 		})
 		if err != nil {

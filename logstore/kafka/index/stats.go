@@ -1,0 +1,96 @@
+package index
+
+import (
+	"math"
+	"slices"
+)
+
+// TopicStats describes one topic's index, for inspection (`kwal index
+// show`) and figures (bytes per entry).
+type TopicStats struct {
+	Topic   string
+	Covered bool  // false until the topic has an accounted span
+	C, W    int64 // the accounted span [C, W)
+	// PendingRuns are runs observed above W, waiting for the gap below them.
+	PendingRuns int
+	Entries     int64 // offsets indexed, over all regions
+	Runs        int   // runs of consecutive offsets, over all regions
+	// Files, Deltas, LastSeq and StoredBytes describe the topic's
+	// checkpoint chain on the Store as of its last load or checkpoint.
+	Files       int
+	Deltas      int
+	LastSeq     uint64
+	StoredBytes int64
+	Regions     []RegionStats // sorted by region; only when asked for
+}
+
+// RegionStats describes one region's part of a topic index.
+type RegionStats struct {
+	Region      uint64
+	Entries     int64 // offsets indexed
+	Runs        int
+	First, Last int64 // first and last offset indexed; -1 when none
+	// ObsoleteBelow is the region's Obsolete point (0 when none): its
+	// offsets below it were dropped.
+	ObsoleteBelow int64
+}
+
+// Topics returns the topics the index knows, sorted: every topic found in
+// the Store at New, and every one seen since.
+func (g *Global) Topics() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.topics))
+	for name := range g.topics {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Stats describes the topic's index; with regions set it also describes
+// each region. It reports false for a topic the index does not know.
+func (g *Global) Stats(topic string, regions bool) (TopicStats, bool) {
+	t := g.topic(topic, false)
+	if t == nil {
+		return TopicStats{}, false
+	}
+	t.ckMu.Lock()
+	ts := TopicStats{
+		Topic:       topic,
+		Files:       len(t.ck.files),
+		Deltas:      t.ck.deltas,
+		LastSeq:     t.ck.lastSeq,
+		StoredBytes: t.ck.baseBytes + t.ck.deltaBytes,
+	}
+	t.ckMu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ts.Covered, ts.C, ts.W, ts.PendingRuns = t.covered, t.c, t.w, len(t.pending)
+	for id, r := range t.regions {
+		ts.Entries += r.runs.entries
+		ts.Runs += r.runs.runs
+		if !regions {
+			continue
+		}
+		rs := RegionStats{Region: id, Entries: r.runs.entries, Runs: r.runs.runs, First: -1, Last: r.runs.lastEnd() - 1, ObsoleteBelow: r.dropped}
+		if r.runs.empty() {
+			rs.Last = -1
+		}
+		r.runs.each(0, math.MaxInt64, func(s, _ int64) bool {
+			rs.First = s
+			return false
+		})
+		ts.Regions = append(ts.Regions, rs)
+	}
+	slices.SortFunc(ts.Regions, func(a, b RegionStats) int {
+		switch {
+		case a.Region < b.Region:
+			return -1
+		case a.Region > b.Region:
+			return 1
+		}
+		return 0
+	})
+	return ts, true
+}
