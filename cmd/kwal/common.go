@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +22,6 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"golang.org/x/term"
 
 	"github.com/kwal/kwal/logstore/kafka"
@@ -344,13 +339,26 @@ func (a *app) startSession() (*session, error) {
 		s.Close()
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	if s.cfg.TLS != nil {
-		if _, err := tlsConfig(s.cfg.TLS); err != nil {
-			s.Close()
-			return nil, err
-		}
+	if _, err := kafka.ClientOptions(s.cfg); err != nil { // TLS files load here
+		s.Close()
+		return nil, tlsFlagError(err)
 	}
 	return s, nil
+}
+
+// tlsFlagError names the flags behind a TLS file error, which the library
+// reports by Config field.
+func tlsFlagError(err error) error {
+	msg := err.Error()
+	for field, flag := range map[string]string{
+		"kafka config: TLS.CAFile:":           "--tls-ca:",
+		"kafka config: TLS.CertFile/KeyFile:": "--tls-cert/--tls-key:",
+	} {
+		if cause := errors.Unwrap(err); strings.Contains(msg, field) && cause != nil {
+			return fmt.Errorf("%s %w", flag, cause)
+		}
+	}
+	return err
 }
 
 // brokerKind describes the broker for reports.
@@ -407,23 +415,9 @@ func (s *session) reachHint() string {
 // clientOpts are the franz-go options of a raw client: the store's seeds,
 // timeouts, TLS and SASL.
 func (s *session) clientOpts() ([]kgo.Opt, error) {
-	cfg := s.cfg
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.RequestTimeoutOverhead(cfg.RequestTimeout),
-		kgo.RetryTimeout(cfg.RequestTimeout),
-		kgo.DialTimeout(cfg.DialTimeout),
-		kgo.MetadataMinAge(100 * time.Millisecond),
-	}
-	if cfg.TLS != nil {
-		tc, err := tlsConfig(cfg.TLS)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	if cfg.SASL != nil {
-		opts = append(opts, kgo.SASL(saslMechanism(cfg.SASL)))
+	opts, err := kafka.ClientOptions(s.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	return opts, nil
 }
@@ -446,40 +440,6 @@ func (s *session) rawClient(ctx context.Context, extra ...kgo.Opt) (*kgo.Client,
 		return nil, fmt.Errorf("no broker of %v answered within %v: %w%s", s.cfg.Brokers, s.cfg.RequestTimeout, err, s.reachHint())
 	}
 	return cl, nil
-}
-
-func tlsConfig(t *kafka.TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca: %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-func saslMechanism(c *kafka.SASLConfig) sasl.Mechanism {
-	switch c.Mechanism {
-	case kafka.SASLScramSHA256:
-		return scram.Auth{User: c.Username, Pass: string(c.Password)}.AsSha256Mechanism()
-	case kafka.SASLScramSHA512:
-		return scram.Auth{User: c.Username, Pass: string(c.Password)}.AsSha512Mechanism()
-	default:
-		return plain.Auth{User: c.Username, Pass: string(c.Password)}.AsMechanism()
-	}
 }
 
 // serveMetrics serves the session's registry (kwal's metrics plus Go and

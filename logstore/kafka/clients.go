@@ -16,6 +16,16 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
+// ClientOptions returns the franz-go options the store's own clients use
+// for cfg (seeds, timeouts, TLS, SASL, logging), so that tools can open
+// plain clients to the same cluster the same way.
+func ClientOptions(cfg Config) ([]kgo.Opt, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return baseOpts(cfg)
+}
+
 // baseOpts are the franz-go options every client of the store shares:
 // seeds, timeouts, TLS, SASL and logging.
 func baseOpts(cfg Config) ([]kgo.Opt, error) {
