@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
@@ -166,4 +168,28 @@ func TestCompareSigs(t *testing.T) {
 	require.Contains(t, compareSigs(a, a[:1]), "extra from ID 3")
 	b := []entrySig{{1, 10, 0xaa}, {3, 10, 0xcc}}
 	require.Contains(t, compareSigs(b, a), "entry 1 of the region: indexed read has ID 3 (10 bytes, crc32c 000000cc), full scan has ID 3 (10 bytes, crc32c 000000bb)")
+}
+
+// TestNamespacesPrune: `namespaces prune` deletes what the persisted index
+// proves no region needs, reading the index without writing it.
+func TestNamespacesPrune(t *testing.T) {
+	flags := cluster(t)
+	ids := populate(t, flags, "pruned", []logstore.RegionID{1, 2}, 5, 10)
+	// Both regions flushed their first three entries.
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
+	cfg.IndexDir = flagValue(flags, "--index-dir")
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	st, err := kafka.Open(t.Context(), cfg)
+	require.NoError(t, err)
+	require.NoError(t, st.Obsolete(t.Context(), "pruned", 1, ids[1][2]))
+	require.NoError(t, st.Obsolete(t.Context(), "pruned", 2, ids[2][2]))
+	require.NoError(t, st.Close())
+
+	r := kwal(t, nil, append([]string{"namespaces", "prune", "pruned"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, fmt.Sprintf("pruned: the first entry ID available is %d", ids[1][3]))
+	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--summary"}, flags...)...)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "pruned")
 }

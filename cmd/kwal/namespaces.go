@@ -13,7 +13,7 @@ func (a *app) namespacesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "namespaces",
 		Aliases: []string{"ns"},
-		Short:   "List, create or delete namespaces (topics)",
+		Short:   "List, create, prune or delete namespaces (topics)",
 		Long: `A namespace is where regions' logs live: for kwal on Kafka, a topic with one
 partition. Many regions share one namespace.`,
 	}
@@ -52,6 +52,30 @@ partition. Many regions share one namespace.`,
 			},
 		},
 		&cobra.Command{
+			Use:   "prune NAME...",
+			Short: "Delete the records no region needs any more, as the persisted index proves",
+			Long: `prune loads the index in --index-dir (read-only: it may belong to a running
+datanode) and deletes each namespace's records below the lowest entry any
+region still holds: every region with records there must have declared them
+obsolete. Records the index has not accounted for are never deleted.`,
+			Args: cobra.MinimumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return a.withStoreConfig(cmd.Context(), func(c *kafka.Config) {
+					c.IndexStore = readOnlyDir{c.IndexDir}
+					c.IndexReadOnly = true
+				}, func(ctx context.Context, st *kafka.LogStore) error {
+					for _, n := range args {
+						first, err := st.Prune(ctx, n)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(a.stdout, "%s: the first entry ID available is %d\n", n, first)
+					}
+					return nil
+				})
+			},
+		},
+		&cobra.Command{
 			Use:   "delete NAME...",
 			Short: "Delete namespaces with every entry in them, and their index",
 			Args:  cobra.MinimumNArgs(1),
@@ -73,12 +97,17 @@ partition. Many regions share one namespace.`,
 
 // withStore runs fn with an open store and closes it (and the session).
 func (a *app) withStore(ctx context.Context, fn func(context.Context, *kafka.LogStore) error) error {
+	return a.withStoreConfig(ctx, nil, fn)
+}
+
+// withStoreConfig is withStore with a change to the store's config.
+func (a *app) withStoreConfig(ctx context.Context, mutate func(*kafka.Config), fn func(context.Context, *kafka.LogStore) error) error {
 	s, err := a.startSession()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	st, err := s.openStore(ctx, nil)
+	st, err := s.openStore(ctx, mutate)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,77 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/testutil"
+)
+
+// TestPruneDeletesOnlyWhatNoRegionNeeds protects pruning: nothing goes
+// while a region still holds entries; once every region declared its
+// early entries obsolete, records below the lowest entry still needed are
+// deleted (reads from below fail with ErrPruned, later entries are
+// intact); a record the index has not seen (another writer's) is never
+// deleted; and without the index nothing can be pruned.
+func TestPruneDeletesOnlyWhatNoRegionNeeds(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	appendN := func(n int) {
+		for i := range n {
+			var batch []logstore.Entry
+			for r := logstore.RegionID(1); r <= 2; r++ {
+				batch = append(batch, logstore.Entry{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)})
+			}
+			res, err := s.AppendBatch(ctx, batch)
+			require.NoError(t, err)
+			for r, id := range res.LastEntryIDs {
+				ids[r] = append(ids[r], id)
+			}
+		}
+	}
+	appendN(10)
+
+	first, err := s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, logstore.EntryID(1), first, "no region declared anything obsolete")
+
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][9])) // region 1 needs nothing
+	first, err = s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, ids[2][0], first, "region 2 still needs all of its entries")
+
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][3])) // region 2 needs its 5th entry on
+	first, err = s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, ids[2][4], first)
+	_, err = readErr(s.Read(ctx, topic, 2, 0))
+	require.ErrorIs(t, err, logstore.ErrPruned)
+	got := collect(t, s.Read(ctx, topic, 2, ids[2][4]))
+	require.Len(t, got, 6)
+	require.Equal(t, "r2-4", string(got[0].Data))
+
+	// Another writer's record, unseen by the index, stops pruning there.
+	rawProduce(t, brokers, &kgo.Record{Topic: topic, Value: []byte("foreign")})
+	appendN(2)
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][11]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][11]))
+	foreign := ids[2][9] // the foreign record sits right after the 10th call
+	first, err = s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.LessOrEqual(t, first, foreign+1, "the unseen record is kept")
+	require.Greater(t, first, ids[2][4])
+
+	off := openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true })
+	_, err = off.Prune(ctx, topic)
+	require.ErrorIs(t, err, kafka.ErrCannotPrune)
+}
