@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -270,7 +271,8 @@ func TestProduceTimeoutReturns(t *testing.T) {
 func TestCancelQueuedAppendWritesNothing(t *testing.T) {
 	t.Parallel()
 	c := testutil.NewCluster(t)
-	s := openStore(t, c.ListenAddrs(), nil)
+	reg := prometheus.NewRegistry()
+	s := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) { cfg.Registerer = reg })
 	ctx := context.Background()
 	topic := newTopic(t)
 	require.NoError(t, s.CreateNamespace(ctx, topic))
@@ -285,11 +287,17 @@ func TestCancelQueuedAppendWritesNothing(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return held.Load() > 0 }, 10*time.Second, time.Millisecond)
 	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	second := make(chan error, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond) // let the second call reach the queue; cancellation works either way
-		cancel()
+		_, err := s.AppendBatch(cctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("withdrawn")}})
+		second <- err
 	}()
-	_, err := s.AppendBatch(cctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("withdrawn")}})
+	// Cancel once the second call is queued behind the first (region 1 is
+	// busy, so it cannot be sent).
+	require.Eventually(t, func() bool { return queued(t, reg, topic) == 2 }, 10*time.Second, time.Millisecond)
+	cancel()
+	err := <-second
 	require.ErrorIs(t, err, context.Canceled)
 	require.Contains(t, err.Error(), "withdrawn before it was sent")
 	close(release)
@@ -297,6 +305,26 @@ func TestCancelQueuedAppendWritesNothing(t *testing.T) {
 	got := collect(t, s.Read(ctx, topic, 1, 0))
 	require.Len(t, got, 1)
 	require.Equal(t, "first", string(got[0].Data))
+}
+
+// queued reads the kwal_queue_requests gauge of a namespace.
+func queued(t *testing.T, reg *prometheus.Registry, topic string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "kwal_queue_requests" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "namespace" && l.GetValue() == topic {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // TestCloseWithAppendsInFlight protects Close: appends racing with it
