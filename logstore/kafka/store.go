@@ -290,8 +290,25 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) error {
 }
 
 // offsets returns the partition's log start and end (high watermark),
-// asked concurrently.
+// asked concurrently. Retriable errors (a leader that moved) are retried
+// after a metadata refresh until ctx ends.
 func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64, err error) {
+	for attempt := 0; ; attempt++ {
+		start, end, err = s.offsetsOnce(ctx, topic)
+		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, ErrUnknownNamespace) {
+			return start, end, err
+		}
+		s.log.Debug("kwal: retrying list offsets", "topic", topic, "attempt", attempt, "err", err)
+		s.admin.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(s.cfg.RetryBackoff):
+		}
+	}
+}
+
+func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end int64, err error) {
 	var starts kadm.ListedOffsets
 	var serr error
 	done := make(chan struct{})
