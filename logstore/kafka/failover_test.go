@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/testutil"
 )
 
@@ -71,4 +75,32 @@ func TestLeaderMoves(t *testing.T) {
 		<-done
 		check(fmt.Sprintf("after round %d", round))
 	}
+}
+
+// TestFetchErrorsAreRetriedOrReported protects the read path against a
+// flaky broker: retriable fetch errors (a leader change) are retried after
+// a metadata lookup and the read completes; an error that persists ends
+// the read with that error within RequestTimeout, never a hang.
+func TestFetchErrorsAreRetriedOrReported(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	s := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) { cfg.RequestTimeout = 2 * time.Second })
+	ctx := context.Background()
+	topic := newTopic(t)
+	for i := range 20 {
+		_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(i%2 + 1), Data: fmt.Appendf(nil, "e%d", i)}})
+		require.NoError(t, err)
+	}
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: topic, Err: kerr.NotLeaderForPartition, Count: 3})
+	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{NoIndex: true}))
+	require.Len(t, got, 10)
+
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: topic, Err: kerr.NotLeaderForPartition, Count: -1})
+	start := time.Now()
+	_, err := readErr(s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{NoIndex: true}))
+	require.ErrorIs(t, err, kerr.NotLeaderForPartition)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 15*time.Second)
+	h.Remove()
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, 0)), 10, "reads work again once the broker does")
 }
