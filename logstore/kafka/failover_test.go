@@ -104,3 +104,44 @@ func TestFetchErrorsAreRetriedOrReported(t *testing.T) {
 	h.Remove()
 	require.Len(t, collect(t, s.Read(ctx, topic, 2, 0)), 10, "reads work again once the broker does")
 }
+
+// TestProduceRetriesDoNotDuplicate protects exactly-once appends through
+// produce retries: the broker writes the records but answers
+// REQUEST_TIMED_OUT (kfake applies the produce, then fails the answer),
+// or answers NOT_LEADER; franz-go retries, the idempotent producer's
+// sequence numbers make the broker drop the second copy, and the log holds
+// every acknowledged entry once, at the ID the append reported.
+func TestProduceRetriesDoNotDuplicate(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	s := openStore(t, c.ListenAddrs(), nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	require.NoError(t, s.CreateNamespace(ctx, topic))
+	for _, e := range []*kerr.Error{kerr.RequestTimedOut, kerr.NotLeaderForPartition} {
+		h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: e, Count: 3})
+		var wg sync.WaitGroup
+		for r := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 5 {
+					_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(r + 1), Data: fmt.Appendf(nil, "%s-r%d-%d", e.Message, r, i)}})
+					assertNoErr(t, err)
+				}
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, 3, h.Hits(), "the faults were hit: appends went through retries")
+	}
+	seen := map[string]int{}
+	for _, es := range decodeEntries(t, scanRaw(t, c.ListenAddrs(), topic)) {
+		for _, e := range es {
+			seen[string(e.Data)]++
+		}
+	}
+	require.Len(t, seen, 2*4*5)
+	for d, n := range seen {
+		require.Equal(t, 1, n, "entry %q is in the log %d times", d, n)
+	}
+}
