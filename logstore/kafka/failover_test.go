@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +145,66 @@ func TestProduceRetriesDoNotDuplicate(t *testing.T) {
 	for d, n := range seen {
 		require.Equal(t, 1, n, "entry %q is in the log %d times", d, n)
 	}
+}
+
+// TestBrokerRestart protects a store across a broker restart (kfake with
+// its data on disk, restarted on the same port): appends while the broker
+// is down fail within ProduceTimeout, appends after it is back succeed on
+// the same store, and reads return every acknowledged entry.
+func TestBrokerRestart(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	dir := t.TempDir()
+	start := func() *kfake.Cluster {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SyncWrites())
+		require.NoError(t, err)
+		return c
+	}
+	c := start()
+	s := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) {
+		cfg.ProduceTimeout = 2 * time.Second
+		cfg.RequestTimeout = 2 * time.Second
+	})
+	ctx := context.Background()
+	topic := newTopic(t)
+	var acked []string
+	appendOne := func(d string) error {
+		_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte(d)}})
+		if err == nil {
+			acked = append(acked, d)
+		}
+		return err
+	}
+	for i := range 5 {
+		require.NoError(t, appendOne(fmt.Sprintf("before-%d", i)))
+	}
+	c.Close()
+	began := time.Now()
+	require.Error(t, appendOne("while-down"))
+	require.Less(t, time.Since(began), 15*time.Second)
+
+	c = start()
+	defer c.Close()
+	require.Eventually(t, func() bool { return appendOne("after") == nil }, 30*time.Second, 100*time.Millisecond)
+	for i := range 5 {
+		require.NoError(t, appendOne(fmt.Sprintf("after-%d", i)))
+	}
+	got := collect(t, s.Read(ctx, topic, 1, 0))
+	var datas []string
+	for _, e := range got {
+		datas = append(datas, string(e.Data))
+	}
+	// Appends that failed may or may not be in the log (the contract allows
+	// it); every acknowledged one is, in order.
+	k := 0
+	for _, d := range datas {
+		if k < len(acked) && d == acked[k] {
+			k++
+		}
+	}
+	require.Equal(t, len(acked), k, "every acknowledged entry is there, in order: got %v", datas)
+	require.NoError(t, s.Close())
 }
