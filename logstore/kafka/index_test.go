@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -281,4 +283,47 @@ func TestIndexedReadFetchRequests(t *testing.T) {
 	}
 	t.Logf("%d fetch requests, %d bytes fetched; the topic holds %d bytes", len(offsets), st.FetchedBytes, topicBytes)
 	require.Less(t, st.FetchedBytes*32, topicBytes, "about 1/64 of the topic")
+}
+
+// TestDamagedIndexFallsBackToScanning protects Open and reads against a
+// damaged index directory (a torn or garbled checkpoint, a foreign file):
+// Open succeeds, and reads return exactly what a full scan returns.
+func TestDamagedIndexFallsBackToScanning(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	topic := newTopic(t)
+	for _, damage := range []string{"truncate", "garble", "foreign"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := func(c *kafka.Config) { c.IndexDir = dir }
+			s := openStore(t, brokers, cfg)
+			for i := range 20 {
+				_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(i%3 + 1), Data: fmt.Appendf(nil, "%s-%d", damage, i)}})
+				require.NoError(t, err)
+			}
+			require.NoError(t, s.Close())
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.NotEmpty(t, entries)
+			for _, e := range entries {
+				p := filepath.Join(dir, e.Name())
+				b, err := os.ReadFile(p)
+				require.NoError(t, err)
+				switch damage {
+				case "truncate":
+					b = b[:len(b)/2]
+				case "garble":
+					b[len(b)/2] ^= 0xff
+				case "foreign":
+					b = []byte("not an index file")
+				}
+				require.NoError(t, os.WriteFile(p, b, 0o644))
+			}
+			s = openStore(t, brokers, cfg)
+			for r := logstore.RegionID(1); r <= 3; r++ {
+				readBoth(t, s, topic, map[logstore.RegionID]logstore.EntryID{r: 0}, fmt.Sprintf("%s region %d", damage, r))
+			}
+		})
+	}
 }
