@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -178,4 +179,35 @@ func assertNoErr(t *testing.T, err error) bool {
 		return false
 	}
 	return true
+}
+
+// TestLargeEntryRoundTrip protects entries far larger than a batch: a
+// 24 MiB entry is split into 1 MiB parts, written among other regions'
+// entries, and read back byte-identical with the reported ID.
+func TestLargeEntryRoundTrip(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, nil) // MaxBatchBytes 1 MiB
+	ctx := context.Background()
+	topic := newTopic(t)
+	big := payload(rand.New(rand.NewPCG(9, 9)), 24<<20)
+	var wg sync.WaitGroup
+	for r := range 4 { // other regions write meanwhile
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(r + 2), Data: fmt.Appendf(nil, "%d", i)}})
+				assertNoErr(t, err)
+			}
+		}()
+	}
+	res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: big}, {Namespace: topic, Region: 1, Data: []byte("after")}})
+	require.NoError(t, err)
+	wg.Wait()
+	got := collect(t, s.Read(ctx, topic, 1, 0))
+	require.Len(t, got, 2)
+	require.True(t, bytes.Equal(big, got[0].Data), "the 24 MiB entry reads back byte-identical")
+	require.Equal(t, "after", string(got[1].Data))
+	require.Equal(t, res.LastEntryIDs[1], got[1].ID)
 }
