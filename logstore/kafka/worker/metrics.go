@@ -14,6 +14,7 @@ type Metrics struct {
 	QueueRequests   *prometheus.GaugeVec   // namespace; requests queued or in flight
 	QueueBytes      *prometheus.GaugeVec   // namespace; bytes queued or in flight
 	Errors          *prometheus.CounterVec // kind: produce, timeout, canceled, closed
+	LatestAcked     *prometheus.GaugeVec   // namespace; the newest acknowledged record's offset + 1
 }
 
 // NewMetrics makes unregistered collectors.
@@ -47,6 +48,9 @@ func NewMetrics() *Metrics {
 		QueueBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_queue_bytes", Help: "Bytes of append requests queued or in flight, per namespace.",
 		}, []string{"namespace"}),
+		LatestAcked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_latest_acked_entry_id", Help: "Per namespace, the ID the newest record this store had acknowledged would have (offset + 1).",
+		}, []string{"namespace"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_append_errors_total", Help: "Failed append requests, by kind (produce, timeout, canceled, closed).",
 		}, []string{"kind"}),
@@ -56,5 +60,5 @@ func NewMetrics() *Metrics {
 // Collectors returns every collector, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.EntriesAppended, m.BytesAppended, m.ProduceLatency, m.ProduceRecords,
-		m.ProduceBytes, m.ProduceRegions, m.QueueRequests, m.QueueBytes, m.Errors}
+		m.ProduceBytes, m.ProduceRegions, m.QueueRequests, m.QueueBytes, m.Errors, m.LatestAcked}
 }

@@ -410,6 +410,9 @@ func (w *worker) complete(d *dispatch) {
 	if last >= 0 {
 		if last+1 > p.latest.Load() {
 			p.latest.Store(last + 1)
+			if m := p.opts.Metrics; m != nil {
+				m.LatestAcked.WithLabelValues(p.opts.Topic).Set(float64(last + 1))
+			}
 		}
 		if p.opts.Collector != nil {
 			p.opts.Collector.Observe(p.opts.Topic, runs)
