@@ -52,6 +52,12 @@ type Config struct {
 	// inspect or verify another process's index. Default false.
 	IndexReadOnly bool
 
+	// PruneInterval, when positive, runs Prune on every namespace the index
+	// knows at this period, so that Obsolete drives the deletion of records
+	// no region needs. Needs the index (and is skipped with IndexReadOnly).
+	// Default 0: prune only when Prune is called.
+	PruneInterval time.Duration
+
 	// DisableIndex turns the region index off: every read scans the topic.
 	// Default false.
 	DisableIndex bool
@@ -240,6 +246,9 @@ func (c Config) Validate() error {
 	}
 	if c.IndexCheckpointInterval < 0 {
 		bad("IndexCheckpointInterval", "%v must not be negative", c.IndexCheckpointInterval)
+	}
+	if c.PruneInterval < 0 {
+		bad("PruneInterval", "%v must not be negative", c.PruneInterval)
 	}
 	if c.IndexMergeGap < -1 {
 		bad("IndexMergeGap", "%d must be -1 (merge only touching ranges), 0 (the index default) or positive", c.IndexMergeGap)

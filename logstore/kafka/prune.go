@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -84,4 +85,42 @@ func prunePoint(g statser, topic string, start int64) (int64, error) {
 		}
 	}
 	return point, nil
+}
+
+// pruneLoop runs Prune on every namespace the index knows, every interval,
+// until stop is closed. Close stops it before the index closes.
+func (s *LogStore) pruneLoop(g topicLister, interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, ns := range g.Topics() {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			_, err := s.Prune(ctx, ns)
+			cancel()
+			switch {
+			case err == nil, errors.Is(err, ErrCannotPrune), errors.Is(err, ErrUnknownNamespace):
+			case errors.Is(err, logstore.ErrClosed):
+				return
+			default:
+				s.log.Warn("kwal: background prune failed", "topic", ns, "err", err)
+			}
+		}
+	}
+}
+
+// topicLister is what the pruner needs from the index.
+type topicLister interface {
+	Topics() []string
 }

@@ -2,8 +2,10 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -74,4 +76,29 @@ func TestPruneDeletesOnlyWhatNoRegionNeeds(t *testing.T) {
 	off := openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true })
 	_, err = off.Prune(ctx, topic)
 	require.ErrorIs(t, err, kafka.ErrCannotPrune)
+}
+
+// TestBackgroundPrune protects PruneInterval: with it set, Obsolete alone
+// leads to the deletion of records no region needs, and Close stops the
+// pruner (goleak checks it is gone).
+func TestBackgroundPrune(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, func(c *kafka.Config) { c.PruneInterval = 20 * time.Millisecond })
+	ctx := context.Background()
+	topic := newTopic(t)
+	var last logstore.EntryID
+	for i := range 10 {
+		res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: fmt.Appendf(nil, "%d", i)}})
+		require.NoError(t, err)
+		last = res.LastEntryIDs[1]
+	}
+	require.NoError(t, s.Obsolete(ctx, topic, 1, last-1))
+	require.Eventually(t, func() bool {
+		_, err := readErr(s.Read(ctx, topic, 1, 0))
+		return errors.Is(err, logstore.ErrPruned)
+	}, 20*time.Second, 20*time.Millisecond)
+	got := collect(t, s.Read(ctx, topic, 1, last))
+	require.Len(t, got, 1, "the entry still needed is kept")
+	require.NoError(t, s.Close())
 }

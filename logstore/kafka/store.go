@@ -58,6 +58,9 @@ type LogStore struct {
 
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
+
+	stopPrune   chan struct{} // closed by Close when the pruner runs
+	pruneExited chan struct{}
 }
 
 var _ logstore.LogStore = (*LogStore)(nil)
@@ -148,6 +151,13 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			return nil, fmt.Errorf("kwal: open: index: %w", err)
 		}
 		s.index = g
+	}
+	if g, isLister := s.index.(topicLister); isLister && cfg.PruneInterval > 0 && !cfg.IndexReadOnly {
+		s.stopPrune, s.pruneExited = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(s.pruneExited)
+			s.pruneLoop(g, cfg.PruneInterval, s.stopPrune)
+		}()
 	}
 	ok = true
 	s.log.Debug("kwal: store open", "config", cfg)
@@ -633,6 +643,10 @@ func (s *LogStore) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.stopReads() // reads in progress end with ErrClosed
+		if s.stopPrune != nil {
+			close(s.stopPrune)
+			<-s.pruneExited
+		}
 		// Appends in progress finish on their own: every queued request is
 		// sent, and each fails at the latest after ProduceTimeout.
 		s.ops.Wait()
