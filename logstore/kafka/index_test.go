@@ -3,9 +3,9 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
