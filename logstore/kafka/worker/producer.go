@@ -75,7 +75,6 @@ type Producer struct {
 	queue    chan *request
 	results  chan *dispatch
 	timeouts chan *dispatch
-	flushes  chan chan struct{}
 	sem      *semaphore.Weighted
 
 	mu         sync.Mutex
@@ -88,7 +87,6 @@ type Producer struct {
 	abortOnce  sync.Once
 	exited     chan struct{} // closed when the worker goroutine returns
 
-	latest atomic.Int64 // highest acknowledged offset + 1
 }
 
 // NewProducer starts the topic's worker goroutine; Close stops it.
@@ -105,7 +103,6 @@ func NewProducer(opts Options) *Producer {
 		queue:    make(chan *request, 256),
 		results:  make(chan *dispatch, n),
 		timeouts: make(chan *dispatch, n),
-		flushes:  make(chan chan struct{}),
 		sem:      semaphore.NewWeighted(opts.MaxQueuedBytes),
 		closing:  make(chan struct{}),
 		abort:    make(chan struct{}),
@@ -127,7 +124,6 @@ type request struct {
 	dataBytes  int64    // entry data bytes
 	held       int64    // semaphore weight held
 	enqueued   time.Time
-	seqNo      uint64 // order taken by the worker
 
 	state   atomic.Int32 // stateQueued, stateTaken, stateCanceled
 	done    chan struct{}
@@ -268,29 +264,6 @@ func (pd *Pending) Wait(ctx context.Context) ([]int64, error) {
 		return nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", pd.topic, ctx.Err())
 	}
 }
-
-// Flush makes the worker send every request queued before the call without
-// lingering, and waits until they are all resolved or ctx ends.
-func (p *Producer) Flush(ctx context.Context) error {
-	ch := make(chan struct{})
-	select {
-	case p.flushes <- ch:
-	case <-p.exited:
-		return fmt.Errorf("kwal: flush %q: %w", p.opts.Topic, logstore.ErrClosed)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// LatestAcked returns the highest acknowledged offset + 1 (0 before the
-// first acknowledgement): the ID of the newest record this producer wrote.
-func (p *Producer) LatestAcked() int64 { return p.latest.Load() }
 
 // Close stops accepting requests, sends and resolves every queued request,
 // and stops the worker. If ctx ends first, every request not yet resolved

@@ -19,11 +19,9 @@ type worker struct {
 	pending  []*request     // FIFO of queued requests not yet sent
 	busy     map[uint64]int // regions with a group in flight
 	inflight map[*dispatch]struct{}
-	flushes  []flushWaiter
-	seq      uint64 // requests taken from the queue so far
-	flushTo  uint64 // requests up to this seq are sent without lingering
 	draining bool
 	linger   *time.Timer
+	latest   int64 // highest acknowledged offset + 1
 
 	// Reused by plan, which runs after every event: cleared, not remade.
 	dirty    bool // state changed since the last plan
@@ -31,11 +29,6 @@ type worker struct {
 	blocked  map[uint64]struct{}
 	byRegion map[uint64]*group
 	spare    []*group
-}
-
-type flushWaiter struct {
-	upTo uint64
-	ch   chan struct{}
 }
 
 // dispatch is one group handed to a lane: requests whose records go out as
@@ -57,7 +50,6 @@ type group struct {
 	regions []uint64 // distinct
 	bytes   int64
 	oldest  time.Time
-	maxSeq  uint64
 }
 
 func newWorker(p *Producer) *worker {
@@ -78,18 +70,16 @@ func (w *worker) run() {
 	queue := p.queue
 	for {
 		if w.draining && len(w.pending) == 0 && len(w.inflight) == 0 && len(queue) == 0 {
-			w.releaseFlushes(true)
 			return
 		}
 		if w.dirty {
 			w.plan()
 			w.dirty = false
 		}
-		groups := w.groups
 		var free chan *lane
 		var lingerC <-chan time.Time
-		if len(groups) > 0 {
-			if wait := w.lingerFor(groups[0]); wait > 0 {
+		if len(w.groups) > 0 {
+			if wait := w.lingerFor(w.groups[0]); wait > 0 {
 				w.armLinger(wait)
 				lingerC = w.linger.C
 			} else {
@@ -105,57 +95,58 @@ func (w *worker) run() {
 			}
 		case ln := <-free:
 			w.dirty = true
-			groups = w.mergeBacklog(groups, 1+len(free))
-			w.send(groups[0], ln)
+			w.mergeBacklog(1 + len(free))
+			w.send(w.groups[0], ln)
 			// Use every lane that is free right now before replanning.
-			for _, g := range groups[1:] {
+			for _, g := range w.groups[1:] {
 				if w.lingerFor(g) > 0 {
 					break
 				}
-				select {
-				case ln := <-free:
-					w.send(g, ln)
-					continue
-				default:
+				ln, ok := tryLane(free)
+				if !ok {
+					break
 				}
-				break
+				w.send(g, ln)
 			}
+			w.removePending()
 		case d := <-p.results:
 			w.dirty = true
 			w.complete(d)
 		case d := <-p.timeouts:
 			w.dirty = true
 			w.timeout(d)
-		case ch := <-p.flushes:
-			w.dirty = true
-			w.flushTo = w.seq
-			w.flushes = append(w.flushes, flushWaiter{upTo: w.seq, ch: ch})
-			w.releaseFlushes(false)
 		case <-lingerC:
 		case <-p.closing:
 			w.dirty = true
 			p.closing = nil // a nil channel blocks: handled once
 			w.draining = true
-			w.flushTo = ^uint64(0)
 		case <-p.abort:
 			w.failAll(fmt.Errorf("kwal: producer of %q closed before Kafka acknowledged: %w", p.opts.Topic, logstore.ErrClosed))
-			w.releaseFlushes(true)
 			return
 		}
 	}
 }
 
+// tryLane takes a lane if one is free right now.
+func tryLane(free chan *lane) (*lane, bool) {
+	select {
+	case ln := <-free:
+		return ln, true
+	default:
+		return nil, false
+	}
+}
+
 func (w *worker) take(r *request) {
-	w.seq++
-	r.seqNo = w.seq
 	w.pending = append(w.pending, r)
 }
 
-// plan groups the pending requests, oldest first. A request joins the group
-// holding its regions; one that touches a busy region, a region of a held
-// back request, or regions of two groups is held back (and its regions with
-// it), which keeps every region's requests in queue order.
-func (w *worker) plan() []*group {
+// plan groups the pending requests into w.groups, oldest first. A request
+// joins the group holding its regions; one that touches a busy region, a
+// region of a held back request, or regions of two groups is held back (and
+// its regions with it), which keeps every region's requests in queue order.
+func (w *worker) plan() {
+	w.removePending()
 	for _, g := range w.groups {
 		g.reqs, g.regions = g.reqs[:0], g.regions[:0]
 		w.spare = append(w.spare, g)
@@ -163,19 +154,13 @@ func (w *worker) plan() []*group {
 	clear(w.groups)
 	w.groups = w.groups[:0]
 	if len(w.pending) == 0 {
-		return nil
+		return
 	}
 	o := &w.p.opts
 	cap := int64(GroupBatches * o.MaxBatchBytes)
 	clear(w.blocked)
 	clear(w.byRegion)
-	kept := w.pending[:0]
 	for _, r := range w.pending {
-		if r.state.Load() == stateCanceled {
-			w.finish(r, nil, nil) // already failed by Wait; free its room
-			continue
-		}
-		kept = append(kept, r)
 		var g *group
 		hold := false
 		for _, reg := range r.regions {
@@ -207,7 +192,6 @@ func (w *worker) plan() []*group {
 		}
 		g.reqs = append(g.reqs, r)
 		g.bytes += r.bytes
-		g.maxSeq = max(g.maxSeq, r.seqNo)
 		for _, reg := range r.regions {
 			if w.byRegion[reg] == nil {
 				g.regions = append(g.regions, reg)
@@ -215,9 +199,6 @@ func (w *worker) plan() []*group {
 			}
 		}
 	}
-	clear(w.pending[len(kept):])
-	w.pending = kept
-	return w.groups
 }
 
 func (w *worker) newGroup() *group {
@@ -230,13 +211,14 @@ func (w *worker) newGroup() *group {
 	return &group{}
 }
 
-// mergeBacklog merges adjacent groups while there are more groups than
-// lanes (about) free, each merged produce staying within MaxRegions
-// regions and MaxBatchBytes. Groups lingering are left alone.
-func (w *worker) mergeBacklog(groups []*group, lanes int) []*group {
+// mergeBacklog merges adjacent groups of w.groups while there are more
+// groups than lanes (about) free, each merged produce staying within
+// MaxRegions regions and MaxBatchBytes.
+func (w *worker) mergeBacklog(lanes int) {
 	o := &w.p.opts
+	groups := w.groups
 	if o.MaxRegions <= 1 || len(groups) <= lanes {
-		return groups
+		return
 	}
 	limit := int64(o.MaxBatchBytes)
 	out := groups[:0]
@@ -250,7 +232,6 @@ func (w *worker) mergeBacklog(groups []*group, lanes int) []*group {
 			}
 			g.reqs = append(g.reqs, n.reqs...)
 			g.bytes += n.bytes
-			g.maxSeq = max(g.maxSeq, n.maxSeq)
 			g.oldest = minTime(g.oldest, n.oldest)
 			g.regions = append(g.regions, n.regions...) // groups never share a region
 			i++
@@ -260,7 +241,6 @@ func (w *worker) mergeBacklog(groups []*group, lanes int) []*group {
 	}
 	clear(groups[len(out):])
 	w.groups = out
-	return out
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -273,7 +253,7 @@ func minTime(a, b time.Time) time.Time {
 // lingerFor is how much longer g should wait for more requests.
 func (w *worker) lingerFor(g *group) time.Duration {
 	o := &w.p.opts
-	if o.Linger <= 0 || g.bytes >= int64(o.MaxBatchBytes) || g.maxSeq <= w.flushTo {
+	if o.Linger <= 0 || g.bytes >= int64(o.MaxBatchBytes) || w.draining {
 		return 0
 	}
 	return time.Until(g.oldest.Add(o.Linger))
@@ -292,32 +272,24 @@ func (w *worker) armLinger(d time.Duration) {
 	w.linger.Reset(d)
 }
 
-// send hands g to lane ln. Requests withdrawn by their callers are left out.
+// send hands g to lane ln. Requests withdrawn by their callers are left
+// out; the caller then drops the sent requests from w.pending.
 func (w *worker) send(g *group, ln *lane) {
 	p := w.p
 	d := &dispatch{start: time.Now()}
-	withdrawn := false
 	for _, r := range g.reqs {
 		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
-			withdrawn = true
-			continue
+			continue // withdrawn by its caller
 		}
 		d.reqs = append(d.reqs, r)
 		d.recs = append(d.recs, r.recs...)
 		d.bytes += r.bytes
-	}
-	if !withdrawn {
-		d.regions = append([]uint64(nil), g.regions...)
-	} else {
-		for _, r := range d.reqs {
-			for _, reg := range r.regions {
-				if !slices.Contains(d.regions, reg) {
-					d.regions = append(d.regions, reg)
-				}
+		for _, reg := range r.regions {
+			if !slices.Contains(d.regions, reg) {
+				d.regions = append(d.regions, reg)
 			}
 		}
 	}
-	w.removePending()
 	if len(d.reqs) == 0 {
 		p.opts.Lanes.free <- ln
 		return
@@ -341,6 +313,8 @@ func (w *worker) send(g *group, ln *lane) {
 	})
 }
 
+// removePending keeps in w.pending only the requests still queued, and
+// frees the room of those their callers withdrew.
 func (w *worker) removePending() {
 	kept := w.pending[:0]
 	for _, r := range w.pending {
@@ -369,7 +343,6 @@ func (w *worker) timeout(d *dispatch) {
 		w.finish(r, nil, err)
 	}
 	w.p.opts.Logger.Warn("kwal: produce timed out", "topic", w.p.opts.Topic, "records", len(d.recs), "timeout", w.p.opts.ProduceTimeout)
-	w.releaseFlushes(false)
 }
 
 // complete resolves a group's requests from its produce results: a request
@@ -408,8 +381,8 @@ func (w *worker) complete(d *dispatch) {
 		}
 	}
 	if last >= 0 {
-		if last+1 > p.latest.Load() {
-			p.latest.Store(last + 1)
+		if last+1 > w.latest {
+			w.latest = last + 1
 			if m := p.opts.Metrics; m != nil {
 				m.LatestAcked.WithLabelValues(p.opts.Topic).Set(float64(last + 1))
 			}
@@ -442,7 +415,6 @@ func (w *worker) complete(d *dispatch) {
 	if len(failed) > 0 {
 		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", len(d.recs), "failed", len(failed), "err", d.results.FirstErr())
 	}
-	w.releaseFlushes(false)
 }
 
 // appendRun adds a record at offset to runs, extending the last run when
@@ -503,39 +475,4 @@ func (w *worker) failAll(err error) {
 			w.finish(r, nil, err)
 		}
 	}
-}
-
-// releaseFlushes wakes Flush callers whose requests are all resolved.
-func (w *worker) releaseFlushes(all bool) {
-	if len(w.flushes) == 0 {
-		return
-	}
-	oldest := w.oldestUnresolved()
-	kept := w.flushes[:0]
-	for _, f := range w.flushes {
-		if all || f.upTo < oldest {
-			close(f.ch)
-			continue
-		}
-		kept = append(kept, f)
-	}
-	w.flushes = kept
-}
-
-// oldestUnresolved is the smallest seq of a request not yet resolved.
-func (w *worker) oldestUnresolved() uint64 {
-	oldest := ^uint64(0)
-	for _, r := range w.pending {
-		oldest = min(oldest, r.seqNo)
-	}
-	for d := range w.inflight {
-		for _, r := range d.reqs {
-			select {
-			case <-r.done:
-			default:
-				oldest = min(oldest, r.seqNo)
-			}
-		}
-	}
-	return oldest
 }

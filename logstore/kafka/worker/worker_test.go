@@ -309,11 +309,14 @@ func TestCloseTimeoutFailsPending(t *testing.T) {
 	lanes.Wait()
 }
 
-// TestFlushBypassesLinger protects Flush: with a long linger, a small
-// request waits, and Flush sends it at once.
-func TestFlushBypassesLinger(t *testing.T) {
+// TestLingerHoldsSmallGroupsUntilClose protects Linger: a small request
+// waits for more of its region (a caller may withdraw it meanwhile, and
+// nothing is written), a group of MaxBatchBytes goes at once, and Close
+// sends what is still lingering instead of waiting it out.
+func TestLingerHoldsSmallGroupsUntilClose(t *testing.T) {
 	log := &fakeLog{}
-	p, _ := newTestProducer(t, log, 1, func(o *Options) { o.Linger = time.Hour })
+	lanes := NewLanes([]Client{fakeClient{log}})
+	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Second, Linger: time.Hour, Lanes: lanes})
 	ctx := context.Background()
 	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
 	require.NoError(t, err)
@@ -322,11 +325,23 @@ func TestFlushBypassesLinger(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "withdrawn")
+
+	full, err := p.Submit(ctx, []Entry{{Region: 2, Data: make([]byte, 4096)}}) // two parts: a full batch
+	require.NoError(t, err)
+	_, err = full.Wait(ctx)
+	require.NoError(t, err, "a full group does not linger")
+
 	pd, err = p.Submit(ctx, []Entry{{Region: 1, Data: []byte("y")}})
 	require.NoError(t, err)
-	require.NoError(t, p.Flush(ctx))
+	require.NoError(t, p.Close(ctx))
 	_, err = pd.Wait(ctx)
-	require.NoError(t, err)
+	require.NoError(t, err, "Close sent the lingering request")
+	lanes.Wait()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, r := range log.recs {
+		require.NotEqual(t, "x", string(r.Value), "the withdrawn request was never written")
+	}
 }
 
 // TestMaxRegionsMergesOnlyABacklog protects the MaxRegions knob: with a
