@@ -105,7 +105,6 @@ type reader struct {
 	leaderStale bool
 	leader      int32
 	topicID     [16]byte
-	end         int64
 
 	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
 	stats     ReadStats
@@ -136,7 +135,6 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 	if err != nil {
 		return err
 	}
-	r.end = end
 	r.from = make(map[uint64]int64, len(from))
 	lo := end
 	for region, id := range from {
@@ -188,12 +186,11 @@ const maxScanRuns = 1 << 16
 
 // fetched is one fetch response handed from the fetcher to the reader.
 type fetched struct {
-	rg    index.Range
-	from  int64 // the offset fetched at
-	fp    kgo.FetchPartition
-	next  int64 // the offset after the last record processed
-	bytes int   // record batch bytes fetched
-	err   error
+	rg   index.Range
+	from int64 // the offset fetched at
+	fp   kgo.FetchPartition
+	next int64 // the offset after the last record processed
+	err  error
 }
 
 // consume reads the planned ranges. A fetcher goroutine walks the plan one
@@ -368,6 +365,7 @@ func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- f
 		if rg.Scan {
 			mode = "scan"
 		}
+		grow := false // the last fetch fitted no complete batch: ask for FetchMaxBytes
 		for off := rg.Start; off < rg.End; {
 			var res fetchResult
 			maxBytes := firstMax
@@ -375,26 +373,29 @@ func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- f
 				res = *first
 			} else {
 				maxBytes = r.fetchSize(rg, off)
-				fp, next, n, err := r.fetch(ctx, off, maxBytes, mode)
-				if err != nil {
+				if grow {
+					maxBytes = r.s.cfg.FetchMaxBytes
+				}
+				var err error
+				if res, err = r.fetch(ctx, off, maxBytes, mode); err != nil {
 					send(fetched{err: err})
 					return
 				}
-				res = fetchResult{fp: fp, next: next, bytes: n}
 			}
 			first = nil
 			if res.fp.Err == nil && res.next <= off {
 				if maxBytes < r.s.cfg.FetchMaxBytes {
-					r.avgRecord = float64(r.s.cfg.FetchMaxBytes) // no complete batch fitted: ask for more
+					grow = true
 					continue
 				}
 				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, res.bytes)})
 				return
 			}
+			grow = false
 			if res.bytes > 0 {
 				r.learnRecordSize(res.bytes, res.next-off)
 			}
-			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next, bytes: res.bytes}) || res.fp.Err != nil {
+			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
 				return
 			}
 			off = res.next
@@ -409,7 +410,7 @@ func (r *reader) learnRecordSize(fetched int, offsets int64) {
 		return
 	}
 	per := float64(fetched) / float64(offsets)
-	if r.avgRecord <= 0 || r.avgRecord >= float64(r.s.cfg.FetchMaxBytes) {
+	if r.avgRecord <= 0 {
 		r.avgRecord = per
 		return
 	}
@@ -626,7 +627,7 @@ func (r *reader) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, to
 // fetch issues fetch requests at off until one succeeds, fails for good, or
 // RequestTimeout passes, looking the leader up again between attempts. Only
 // the fetcher goroutine calls it.
-func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (kgo.FetchPartition, int64, int, error) {
+func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (fetchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -634,13 +635,13 @@ func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode stri
 		r.stats.Fetches++
 		r.stats.FetchedBytes += int64(res.bytes)
 		if res.err != nil {
-			return kgo.FetchPartition{}, 0, 0, res.err
+			return fetchResult{}, res.err
 		}
 		if res.retry == nil {
-			return res.fp, res.next, res.bytes, nil
+			return res, nil
 		}
 		if err := r.backoff(ctx, off, attempt, res.retry); err != nil {
-			return kgo.FetchPartition{}, 0, 0, err
+			return fetchResult{}, err
 		}
 	}
 }
