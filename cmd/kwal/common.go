@@ -341,24 +341,9 @@ func (a *app) startSession() (*session, error) {
 	}
 	if _, err := kafka.ClientOptions(s.cfg); err != nil { // TLS files load here
 		s.Close()
-		return nil, tlsFlagError(err)
+		return nil, err
 	}
 	return s, nil
-}
-
-// tlsFlagError names the flags behind a TLS file error, which the library
-// reports by Config field.
-func tlsFlagError(err error) error {
-	msg := err.Error()
-	for field, flag := range map[string]string{
-		"kafka config: TLS.CAFile:":           "--tls-ca:",
-		"kafka config: TLS.CertFile/KeyFile:": "--tls-cert/--tls-key:",
-	} {
-		if cause := errors.Unwrap(err); strings.Contains(msg, field) && cause != nil {
-			return fmt.Errorf("%s %w", flag, cause)
-		}
-	}
-	return err
 }
 
 // brokerKind describes the broker for reports.

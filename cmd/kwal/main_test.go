@@ -256,10 +256,10 @@ func TestSASL(t *testing.T) {
 func TestTLSFlags(t *testing.T) {
 	r := kwal(t, nil, "namespaces", "list", "--brokers", "127.0.0.1:1", "--tls-ca", "/nonexistent/ca.pem")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "--tls-ca: open /nonexistent/ca.pem")
+	require.Contains(t, r.stderr, "TLS.CAFile: open /nonexistent/ca.pem") // named by its Config field, like every config error
 	r = kwal(t, nil, "dump", "-n", "x", "--brokers", "127.0.0.1:1", "--tls-ca", "/nonexistent/ca.pem")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "--tls-ca")
+	require.Contains(t, r.stderr, "TLS.CAFile")
 	r = kwal(t, nil, "namespaces", "list", "--brokers", "127.0.0.1:1", "--tls-cert", "c.pem")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "CertFile and KeyFile go together")
