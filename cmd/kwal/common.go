@@ -457,7 +457,7 @@ func (s *session) serveMetrics(addr string) error {
 // inspection through the index package's Topics and Stats. The caller
 // closes it.
 func loadIndex(dir string, log *slog.Logger) (*index.Global, error) {
-	g, err := index.New(index.Options{Store: readOnlyDir{dir}, ReadOnly: true, Logger: log, Registerer: prometheus.NewRegistry()})
+	g, err := index.New(index.Options{Store: index.OpenDirStoreReadOnly(dir), ReadOnly: true, Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, fmt.Errorf("loading the index in %s: %w", dir, err)
 	}

@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -38,56 +34,6 @@ checkpoints it in --index-dir (default <data-dir>/index).`,
 }
 
 // ---- inspection ---------------------------------------------------------
-
-// readOnlyDir is an index.Store over a directory that never writes: for
-// inspecting another process's index without disturbing it (unlike
-// index.NewDirStore, it neither creates the directory nor removes
-// temporary files). It is only used with a read-only index
-// (index.Options.ReadOnly, kafka.Config.IndexReadOnly), which never calls
-// Put or Delete; they fail, should that ever change.
-type readOnlyDir struct{ dir string }
-
-var _ index.Store = readOnlyDir{}
-
-func (d readOnlyDir) Get(ctx context.Context, name string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
-		return nil, fmt.Errorf("index: invalid blob name %q", name)
-	}
-	b, err := os.ReadFile(filepath.Join(d.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", index.ErrNotExist, name)
-	}
-	return b, err
-}
-
-func (d readOnlyDir) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	ents, err := os.ReadDir(d.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if n := e.Name(); e.Type().IsRegular() && !strings.HasPrefix(n, ".") && strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-var errReadOnlyIndex = errors.New("kwal: the index directory is opened read-only")
-
-func (readOnlyDir) Put(context.Context, string, []byte) error { return errReadOnlyIndex }
-func (readOnlyDir) Delete(context.Context, string) error      { return errReadOnlyIndex }
 
 // topicIndex is what the persisted index says about one namespace.
 type topicIndex struct {
@@ -430,7 +376,6 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	}
 	defer s.Close()
 	st, err := s.openStore(ctx, func(c *kafka.Config) {
-		c.IndexStore = readOnlyDir{c.IndexDir}
 		c.IndexReadOnly = true
 		// Records that are not kwal's are skipped by both reads alike (the
 		// index accounts for them as foreign); the scan above counts them.

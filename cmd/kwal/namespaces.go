@@ -61,7 +61,6 @@ obsolete. Records the index has not accounted for are never deleted.`,
 			Args: cobra.MinimumNArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.withStoreConfig(cmd.Context(), func(c *kafka.Config) {
-					c.IndexStore = readOnlyDir{c.IndexDir}
 					c.IndexReadOnly = true
 				}, func(ctx context.Context, st *kafka.LogStore) error {
 					for _, n := range args {

@@ -48,8 +48,9 @@ type Config struct {
 	IndexMergeGap int64
 
 	// IndexReadOnly loads the persisted index but never writes it (no
-	// checkpoints, Close leaves the files as they are): for tools that
-	// inspect or verify another process's index. Default false.
+	// checkpoints, Close leaves the files as they are; IndexDir is opened
+	// without being created or tidied): for tools that inspect or verify
+	// another process's index. Default false.
 	IndexReadOnly bool
 
 	// PruneInterval, when positive, runs Prune on every namespace the index

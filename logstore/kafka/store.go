@@ -134,7 +134,11 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	s.lanes = worker.NewLanes(clients)
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
-		if st == nil && cfg.IndexDir != "" {
+		switch {
+		case st != nil:
+		case cfg.IndexDir != "" && cfg.IndexReadOnly:
+			st = index.OpenDirStoreReadOnly(cfg.IndexDir)
+		case cfg.IndexDir != "":
 			if st, err = index.NewDirStore(cfg.IndexDir); err != nil {
 				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
 			}

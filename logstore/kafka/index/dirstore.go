@@ -17,7 +17,8 @@ const tempPrefix = ".tmp-"
 
 // dirStore is the Store of NewDirStore: each blob a file in one directory.
 type dirStore struct {
-	dir string
+	dir      string
+	readOnly bool // OpenDirStoreReadOnly: Put and Delete fail with ErrReadOnly
 	// beforeRenameForTesting, when set, runs after a temporary file is
 	// written and synced and before it is renamed; an error from it makes
 	// Put return without renaming (simulating a crash at that point).
@@ -35,6 +36,15 @@ var _ Store = (*dirStore)(nil)
 // after a crash, and is durable once Put returns.
 func NewDirStore(dir string) (Store, error) {
 	return newDirStore(dir)
+}
+
+// OpenDirStoreReadOnly returns a Store over dir that never changes it: it
+// neither creates the directory nor removes temporary files, a missing
+// directory lists as empty, and Put and Delete fail with ErrReadOnly. For
+// inspecting another process's index (with Options.ReadOnly, which never
+// writes) without disturbing it.
+func OpenDirStoreReadOnly(dir string) Store {
+	return &dirStore{dir: dir, readOnly: true}
 }
 
 func newDirStore(dir string) (*dirStore, error) {
@@ -84,6 +94,9 @@ func (d *dirStore) Get(ctx context.Context, name string) ([]byte, error) {
 func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error) {
 	if err := checkName(name); err != nil {
 		return err
+	}
+	if d.readOnly {
+		return fmt.Errorf("index: writing %s: %w", name, ErrReadOnly)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -141,6 +154,9 @@ func (d *dirStore) List(ctx context.Context, prefix string) ([]string, error) {
 		return nil, err
 	}
 	ents, err := os.ReadDir(d.dir)
+	if d.readOnly && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("index: listing store directory: %w", err)
 	}
@@ -159,6 +175,9 @@ func (d *dirStore) List(ctx context.Context, prefix string) ([]string, error) {
 func (d *dirStore) Delete(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
+	}
+	if d.readOnly {
+		return fmt.Errorf("index: deleting %s: %w", name, ErrReadOnly)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -70,3 +70,34 @@ func TestMemStoreContract(t *testing.T) {
 	t.Parallel()
 	storeContract(t, newMemStore())
 }
+
+// TestReadOnlyDirStore protects OpenDirStoreReadOnly: it reads what a
+// writable store wrote, lists a missing directory as empty without
+// creating it, and refuses every write, leaving temporary files alone.
+func TestReadOnlyDirStore(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	w, err := NewDirStore(dir)
+	require.NoError(t, err)
+	require.NoError(t, w.Put(ctx, "a", []byte("x")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, tempPrefix+"left"), nil, 0o644))
+
+	r := OpenDirStoreReadOnly(dir)
+	got, err := r.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, []byte("x"), got)
+	names, err := r.List(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, names)
+	require.ErrorIs(t, r.Put(ctx, "b", nil), ErrReadOnly)
+	require.ErrorIs(t, r.Delete(ctx, "a"), ErrReadOnly)
+	_, err = os.Stat(filepath.Join(dir, tempPrefix+"left"))
+	require.NoError(t, err, "temporary files are left alone")
+
+	missing := filepath.Join(dir, "missing")
+	names, err = OpenDirStoreReadOnly(missing).List(ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, names)
+	_, err = os.Stat(missing)
+	require.ErrorIs(t, err, os.ErrNotExist, "the directory was not created")
+}

@@ -5,6 +5,9 @@ import "errors"
 // ErrClosed is returned by Checkpoint and Drop after Close.
 var ErrClosed = errors.New("index: collector closed")
 
+// ErrReadOnly is returned (wrapped) by the writes of a read-only Store.
+var ErrReadOnly = errors.New("index: store is read-only")
+
 // ErrNotExist is returned (wrapped) by a Store's Get when the named blob does
 // not exist. Match it with errors.Is.
 var ErrNotExist = errors.New("index: blob does not exist")
