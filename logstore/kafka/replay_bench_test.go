@@ -60,25 +60,8 @@ func replayOnce(b *testing.B, brokers []string, concurrent bool, calls int) {
 	}
 	plan = nil // the workload's data must not count in the replay's heap
 	region := map[logstore.RegionID]logstore.EntryID{17: 0}
-	median := func(opts kafka.ReadOptions) (time.Duration, kafka.ReadStats) {
-		var ds []time.Duration
-		var st kafka.ReadStats
-		for range 5 {
-			opts.Stats = &st
-			t0 := time.Now()
-			n := 0
-			for _, err := range s.ReadWith(ctx, topic, region, opts) {
-				require.NoError(b, err)
-				n++
-			}
-			ds = append(ds, time.Since(t0))
-			require.Equal(b, w.Calls*w.EntriesPerCall, n)
-		}
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		return ds[len(ds)/2], st
-	}
-	idx, ist := median(kafka.ReadOptions{})
-	full, fst := median(kafka.ReadOptions{NoIndex: true})
+	idx, ist := timeRead(b, s, topic, region, kafka.ReadOptions{}, 5, w.Calls*w.EntriesPerCall)
+	full, fst := timeRead(b, s, topic, region, kafka.ReadOptions{NoIndex: true}, 5, w.Calls*w.EntriesPerCall)
 	var raws []time.Duration
 	var raw bench.ConsumeResult
 	for range 3 {
@@ -102,4 +85,28 @@ func replayOnce(b *testing.B, brokers []string, concurrent bool, calls int) {
 		float64(raw.Bytes)/1e6, idx, ist.Fetches, ist.FetchedBytes, full, fst.Fetches, fst.FetchedBytes, raws[1],
 		float64(raw.Bytes)/1e6/raws[1].Seconds(), float64(full)/float64(idx), float64(raws[1])/float64(full), float64(peak)/(1<<20))
 	_ = fmt.Sprint()
+}
+
+// timeRead runs a read runs times and returns its median time and the
+// stats of the last run; want (when >= 0) is the entry count each run must
+// yield.
+func timeRead(b testing.TB, s *kafka.LogStore, topic string, from map[logstore.RegionID]logstore.EntryID, opts kafka.ReadOptions, runs, want int) (time.Duration, kafka.ReadStats) {
+	b.Helper()
+	var ds []time.Duration
+	var st kafka.ReadStats
+	for range runs {
+		opts.Stats = &st
+		t0 := time.Now()
+		n := 0
+		for _, err := range s.ReadWith(context.Background(), topic, from, opts) {
+			require.NoError(b, err)
+			n++
+		}
+		ds = append(ds, time.Since(t0))
+		if want >= 0 {
+			require.Equal(b, want, n)
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2], st
 }
