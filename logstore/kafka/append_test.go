@@ -27,6 +27,12 @@ func TestAppendReadRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 
 	want := map[logstore.RegionID][]logstore.Entry{}
+	type reported struct {
+		region logstore.RegionID
+		index  int // of the call's last entry of the region, in want[region]
+		id     logstore.EntryID
+	}
+	var ids []reported
 	for call := 0; call < 20; call++ {
 		var batch []logstore.Entry
 		for i := 0; i < 1+rng.IntN(5); i++ {
@@ -39,9 +45,9 @@ func TestAppendReadRoundTrip(t *testing.T) {
 		for _, e := range batch {
 			want[e.Region] = append(want[e.Region], e)
 		}
+		require.Len(t, res.LastEntryIDs, len(distinctRegions(batch)))
 		for region, id := range res.LastEntryIDs {
-			require.GreaterOrEqual(t, id, logstore.EntryID(1))
-			_ = region
+			ids = append(ids, reported{region, len(want[region]) - 1, id})
 		}
 	}
 
@@ -58,6 +64,11 @@ func TestAppendReadRoundTrip(t *testing.T) {
 			last = got[i].ID
 		}
 		from[region] = 0
+		for _, r := range ids {
+			if r.region == region {
+				require.Equal(t, r.id, got[r.index].ID, "the ID AppendBatch reported for region %d is its last entry's", region)
+			}
+		}
 	}
 	all := collect(t, s.ReadRegions(ctx, topic, from))
 	n := 0
@@ -150,11 +161,8 @@ func TestConcurrentWriters(t *testing.T) {
 				require.True(t, ok, "no entry at ID %d of %s", id, topic)
 				require.Equal(t, es[i].Region, got.Region)
 				require.Equal(t, es[i].Data, got.Data)
-				if i == len(es)-1 || es[i].Region != es[len(es)-1].Region {
-					// the reported last ID of a region is its last entry's
-					if last := lastOf(es, es[i].Region); last == i {
-						require.Equal(t, a.res.LastEntryIDs[es[i].Region], id)
-					}
+				if lastOf(es, es[i].Region) == i { // the reported last ID of a region is its last entry's
+					require.Equal(t, a.res.LastEntryIDs[es[i].Region], id)
 				}
 				id--
 			}
@@ -210,4 +218,12 @@ func TestLargeEntryRoundTrip(t *testing.T) {
 	require.True(t, bytes.Equal(big, got[0].Data), "the 24 MiB entry reads back byte-identical")
 	require.Equal(t, "after", string(got[1].Data))
 	require.Equal(t, res.LastEntryIDs[1], got[1].ID)
+}
+
+func distinctRegions(es []logstore.Entry) map[logstore.RegionID]bool {
+	out := map[logstore.RegionID]bool{}
+	for _, e := range es {
+		out[e.Region] = true
+	}
+	return out
 }

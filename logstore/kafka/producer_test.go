@@ -173,21 +173,17 @@ func TestProduceErrorFailsOnlyItsRequests(t *testing.T) {
 	require.Equal(t, res.LastEntryIDs[1], got[0].ID)
 }
 
-// sleepProduce makes kfake hold every produce request to topic until
-// release is closed (or the cluster closes).
-func sleepProduce(c *kfake.Cluster, topic string, release <-chan struct{}, held *atomic.Int32) {
-	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+// sleepProduce makes kfake hold every produce request until release is
+// closed (or the cluster closes). The tests using it own their cluster, so
+// every produce is theirs.
+func sleepProduce(c *kfake.Cluster, release <-chan struct{}, held *atomic.Int32) {
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		req := kreq.(*kmsg.ProduceRequest)
-		for _, t := range req.Topics {
-			if t.Topic == topic || len(req.Topics) > 0 {
-				select {
-				case <-release:
-				default:
-					held.Add(1)
-					c.SleepControl(func() { <-release })
-				}
-			}
+		select {
+		case <-release:
+		default:
+			held.Add(1)
+			c.SleepControl(func() { <-release })
 		}
 		return nil, nil, false
 	})
@@ -211,7 +207,7 @@ func TestBackpressureBoundsQueuedBytes(t *testing.T) {
 	require.NoError(t, s.CreateNamespace(ctx, topic))
 	release := make(chan struct{})
 	var held atomic.Int32
-	sleepProduce(c, topic, release, &held)
+	sleepProduce(c, release, &held)
 
 	data := make([]byte, 60<<10)
 	var wg sync.WaitGroup
@@ -253,7 +249,7 @@ func TestProduceTimeoutReturns(t *testing.T) {
 	require.NoError(t, s.CreateNamespace(ctx, topic))
 	release := make(chan struct{})
 	var held atomic.Int32
-	sleepProduce(c, topic, release, &held)
+	sleepProduce(c, release, &held)
 
 	_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("stuck")}})
 	require.ErrorIs(t, err, kafka.ErrTimeout)
@@ -278,7 +274,7 @@ func TestCancelQueuedAppendWritesNothing(t *testing.T) {
 	require.NoError(t, s.CreateNamespace(ctx, topic))
 	release := make(chan struct{})
 	var held atomic.Int32
-	sleepProduce(c, topic, release, &held)
+	sleepProduce(c, release, &held)
 
 	done := make(chan error, 1)
 	go func() {
