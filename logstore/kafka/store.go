@@ -185,7 +185,7 @@ func (s *LogStore) end() { s.ops.Done() }
 // and the producer on first use. Creating one topic's producer never blocks
 // another topic's appends: the map lock is held only to find or insert the
 // slot.
-func (s *LogStore) producer(ctx context.Context, topic string) (*worker.Producer, error) {
+func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*worker.Producer, error) {
 	s.mu.Lock()
 	slot, found := s.producers[topic]
 	if !found {
@@ -196,6 +196,11 @@ func (s *LogStore) producer(ctx context.Context, topic string) (*worker.Producer
 	if found {
 		select {
 		case <-slot.ready:
+			if slot.err != nil && create && errors.Is(slot.err, ErrUnknownNamespace) {
+				// Another caller was not allowed to create the topic; this
+				// one is (its failed slot is gone from the map).
+				return s.producer(ctx, topic, create)
+			}
 			if slot.err != nil {
 				return nil, slot.err
 			}
@@ -204,7 +209,7 @@ func (s *LogStore) producer(ctx context.Context, topic string) (*worker.Producer
 			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, ctx.Err())
 		}
 	}
-	err := s.ensureTopic(ctx, topic, s.cfg.AutoCreateTopics)
+	err := s.ensureTopic(ctx, topic, create)
 	if err == nil {
 		slot.p = worker.NewProducer(worker.Options{
 			Topic: topic, Partition: partition, MaxBatchBytes: s.cfg.MaxBatchBytes,
@@ -469,7 +474,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	start := time.Now()
 	pendings := make([]*worker.Pending, len(batches))
 	for i, b := range batches {
-		p, err := s.producer(ctx, b.topic)
+		p, err := s.producer(ctx, b.topic, s.cfg.AutoCreateTopics)
 		if err != nil {
 			return logstore.AppendResult{}, s.withdrawn(ctx, pendings[:i], err)
 		}
@@ -562,15 +567,9 @@ func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) error 
 		return err
 	}
 	defer s.end()
-	if !s.cfg.AutoCreateTopics {
-		// The producer would refuse a missing topic: create it first.
-		if err := s.ensureTopic(ctx, namespace, true); err != nil {
-			return err
-		}
-	}
-	// Opening the producer creates the topic (when allowed) and starts the
-	// index's accounting, so the namespace's first append pays for neither.
-	_, err := s.producer(ctx, namespace)
+	// Opening the producer creates the topic and starts the index's
+	// accounting, so the namespace's first append pays for neither.
+	_, err := s.producer(ctx, namespace, true)
 	return err
 }
 
