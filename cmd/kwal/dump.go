@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/rawlog"
 	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
@@ -160,8 +159,8 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 
 // consumeTopic reads partition 0 of topic from offset from (or the log
 // start, when higher) up to the log end as it was when it started, with a
-// plain franz-go consumer, and hands every record to fn until fn returns
-// false. It returns the log's start and end offsets.
+// plain franz-go consumer (rawlog), and hands every record to fn until fn
+// returns false. It returns the log's start and end offsets.
 func consumeTopic(ctx context.Context, s *session, topic string, from int64, fn func(*kgo.Record) bool) (start, end int64, err error) {
 	cl, err := s.rawClient(ctx,
 		kgo.FetchMaxBytes(max(s.cfg.FetchMaxBytes, 1<<20)),
@@ -172,75 +171,9 @@ func consumeTopic(ctx context.Context, s *session, topic string, from int64, fn 
 		return 0, 0, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	td, err := adm.ListTopics(octx, topic)
-	if err != nil {
-		return 0, 0, fmt.Errorf("namespace %q: metadata: %w", topic, err)
+	start, end, err = rawlog.Consume(ctx, cl, topic, from, s.cfg.RequestTimeout, fn)
+	if errors.Is(err, rawlog.ErrUnknownTopic) {
+		err = fmt.Errorf("namespace %q: %w", topic, kafka.ErrUnknownNamespace)
 	}
-	if t, ok := td[topic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-		return 0, 0, fmt.Errorf("namespace %q: %w", topic, kafka.ErrUnknownNamespace)
-	} else if t.Err != nil {
-		return 0, 0, fmt.Errorf("namespace %q: %w", topic, t.Err)
-	}
-	starts, err := adm.ListStartOffsets(octx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("namespace %q: start offset: %w", topic, err)
-	}
-	ends, err := adm.ListEndOffsets(octx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("namespace %q: end offset: %w", topic, err)
-	}
-	so, _ := starts.Lookup(topic, 0)
-	eo, _ := ends.Lookup(topic, 0)
-	start, end = so.Offset, eo.Offset
-	at := max(from, start)
-	if at >= end {
-		return start, end, nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(at)}})
-	next := at
-	for next < end {
-		pctx, pcancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		fetches := cl.PollFetches(pctx)
-		timedOut := pctx.Err() != nil
-		pcancel()
-		if err := ctx.Err(); err != nil {
-			return start, end, err
-		}
-		progressed := false
-		for _, fe := range fetches.Errors() {
-			if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
-				continue
-			}
-			return start, end, fmt.Errorf("namespace %q: fetch at offset %d: %w", topic, next, fe.Err)
-		}
-		stop := false
-		fetches.EachRecord(func(rec *kgo.Record) {
-			if stop || rec.Offset < next || rec.Offset >= end {
-				return
-			}
-			progressed = true
-			next = rec.Offset + 1
-			if !fn(rec) {
-				stop = true
-			}
-		})
-		if stop {
-			return start, end, nil
-		}
-		if !progressed && timedOut {
-			// Nothing within a request timeout: the rest of the range holds
-			// no records a consumer sees (transaction markers, compacted).
-			return start, end, nil
-		}
-	}
-	return start, end, nil
+	return start, end, err
 }

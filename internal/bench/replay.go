@@ -2,13 +2,12 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/kwal/kwal/internal/rawlog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,54 +20,23 @@ type ConsumeResult struct {
 
 // RawConsume reads partition 0 of topic from its start to its current end
 // with a plain franz-go consumer (fetch limits as given), the baseline for
-// kwal's full-scan replay.
+// kwal's full-scan replay. The time includes listing the offsets, as a
+// kwal read's does.
 func RawConsume(ctx context.Context, brokers []string, topic string, fetchMaxBytes int32) (ConsumeResult, error) {
-	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchMaxBytes(fetchMaxBytes), kgo.FetchMaxPartitionBytes(fetchMaxBytes))
 	if err != nil {
 		return ConsumeResult{}, err
-	}
-	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
-	adm.Close()
-	if err != nil {
-		return ConsumeResult{}, err
-	}
-	eo, ok := ends.Lookup(topic, 0)
-	if !ok || eo.Err != nil {
-		return ConsumeResult{}, fmt.Errorf("bench: end offset of %s: %v", topic, eo.Err)
-	}
-	var res ConsumeResult
-	if eo.Offset == 0 {
-		return res, nil
-	}
-	start := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxBytes(fetchMaxBytes), kgo.FetchMaxPartitionBytes(fetchMaxBytes))
-	if err != nil {
-		return res, err
 	}
 	defer cl.Close()
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			return res, errs[0].Err
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			res.Records++
-			res.Bytes += int64(len(r.Key) + len(r.Value))
-			if r.Offset+1 >= eo.Offset {
-				done = true
-			}
-		})
-		if done {
-			res.Elapsed = time.Since(start)
-			return res, nil
-		}
-	}
+	var res ConsumeResult
+	began := time.Now()
+	_, _, err = rawlog.Consume(ctx, cl, topic, 0, 30*time.Second, func(r *kgo.Record) bool {
+		res.Records++
+		res.Bytes += int64(len(r.Key) + len(r.Value))
+		return true
+	})
+	res.Elapsed = time.Since(began)
+	return res, err
 }
 
 // PeakHeap runs fn while sampling the Go heap every millisecond and

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/rawlog"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/logstore/kafka/record"
@@ -82,32 +83,16 @@ func scanRaw(t testing.TB, brokers []string, topic string) []rawRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	require.NoError(t, err)
-	defer adm.Close()
-	end := endOffset(t, adm, topic)
-	if end == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	require.NoError(t, err)
 	defer cl.Close()
 	var out []rawRecord
-	for {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "scan of %s timed out at %d records of %d", topic, len(out), end)
-		for _, fe := range fs.Errors() {
-			require.NoError(t, fe.Err)
-		}
-		for it := fs.RecordIter(); !it.Done(); {
-			r := it.Next()
-			out = append(out, rawRecord{Offset: r.Offset, Key: r.Key, Value: r.Value})
-			if r.Offset+1 >= end {
-				return out
-			}
-		}
-	}
+	_, _, err = rawlog.Consume(ctx, cl, topic, 0, 20*time.Second, func(r *kgo.Record) bool {
+		out = append(out, rawRecord{Offset: r.Offset, Key: r.Key, Value: r.Value})
+		return true
+	})
+	require.NoError(t, err)
+	return out
 }
 
 // decodeEntries reassembles every region's entries from raw records, the
