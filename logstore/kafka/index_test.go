@@ -142,22 +142,7 @@ func TestIndexedReadFetchesOnlyItsRegion(t *testing.T) {
 	cfg := func(c *kafka.Config) { c.IndexDir = dir; c.ProduceLanes = 16 }
 	s := openStore(t, brokers, cfg)
 	const regions, calls = 64, 8
-	var wg sync.WaitGroup
-	for r := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range calls {
-				var batch []logstore.Entry
-				for i := range 10 {
-					batch = append(batch, logstore.Entry{Namespace: topic, Region: logstore.RegionID(r + 1), Data: fmt.Appendf(make([]byte, 0, 2048), "%d/%d/%d%2000d", r, c, i, 0)})
-				}
-				_, err := s.AppendBatch(ctx, batch)
-				assertNoErr(t, err)
-			}
-		}()
-	}
-	wg.Wait()
+	writeRegions(t, s, topic, regions, calls)
 	check := func(s *kafka.LogStore, what string) {
 		var full kafka.ReadStats
 		collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{7: 0}, kafka.ReadOptions{NoIndex: true, Stats: &full}))
@@ -219,22 +204,7 @@ func TestIndexedReadFetchRequests(t *testing.T) {
 	topic := newTopic(t)
 	require.NoError(t, s.CreateNamespace(ctx, topic))
 	const regions = 64
-	var wg sync.WaitGroup
-	for r := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range 5 {
-				var batch []logstore.Entry
-				for i := range 10 {
-					batch = append(batch, logstore.Entry{Namespace: topic, Region: logstore.RegionID(r + 1), Data: fmt.Appendf(make([]byte, 0, 2048), "%d/%d/%d%2000d", r, c, i, 0)})
-				}
-				_, err := s.AppendBatch(ctx, batch)
-				assertNoErr(t, err)
-			}
-		}()
-	}
-	wg.Wait()
+	writeRegions(t, s, topic, regions, 5)
 	// Where does region 9 live, according to the log itself?
 	starts := map[int64]bool{} // where runs of region 9 start
 	mine := map[int64]bool{}   // every offset of region 9
@@ -326,4 +296,26 @@ func TestDamagedIndexFallsBackToScanning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeRegions has one writer per region (1..regions) append calls calls
+// of 10 entries of about 2 KiB, all at once, as a datanode does.
+func writeRegions(t *testing.T, s *kafka.LogStore, topic string, regions, calls int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for r := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range calls {
+				var batch []logstore.Entry
+				for i := range 10 {
+					batch = append(batch, logstore.Entry{Namespace: topic, Region: logstore.RegionID(r + 1), Data: fmt.Appendf(make([]byte, 0, 2048), "%d/%d/%d%2000d", r, c, i, 0)})
+				}
+				_, err := s.AppendBatch(context.Background(), batch)
+				assertNoErr(t, err)
+			}
+		}()
+	}
+	wg.Wait()
 }
