@@ -114,8 +114,8 @@ func (g *Global) loadTopic(ctx context.Context, name string, files []ckFile) *to
 		t.log.Error("index: checkpoint file unusable; the topic keeps the last consistent state before it",
 			"file", f.name, "reason", f.reason, "err", f.err)
 	}
-	if c, w, entries, _ := t.stats(); t.covered {
-		t.log.Info("index: loaded", "accounted_from", c, "watermark", w, "entries", entries)
+	if ts := t.describe(false); ts.Covered {
+		t.log.Info("index: loaded", "accounted_from", ts.C, "watermark", ts.W, "entries", ts.Entries)
 	} else {
 		t.log.Warn("index: no usable checkpoint; reads will scan until coverage is rebuilt")
 	}

@@ -30,9 +30,9 @@ func TestObserveAdvancesThroughKnownOffsetsOnly(t *testing.T) {
 	require.Equal(t, int64(40), w)
 	require.Equal(t, []span{{0, 10}, {30, 40}}, regionRuns(g, "t", 1))
 	require.Equal(t, []span{{10, 15}, {20, 30}}, regionRuns(g, "t", 2))
-	_, _, entries, runs := tp.stats()
-	require.Equal(t, int64(35), entries)
-	require.Equal(t, 4, runs)
+	ts := tp.describe(false)
+	require.Equal(t, int64(35), ts.Entries)
+	require.Equal(t, 4, ts.Runs)
 }
 
 func TestObserveBeforeStartWaits(t *testing.T) {

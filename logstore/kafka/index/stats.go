@@ -55,9 +55,14 @@ func (g *Global) Stats(topic string, regions bool) (TopicStats, bool) {
 	if t == nil {
 		return TopicStats{}, false
 	}
+	return t.describe(regions), true
+}
+
+// describe is Stats for this topic.
+func (t *topic) describe(regions bool) TopicStats {
 	t.ckMu.Lock()
 	ts := TopicStats{
-		Topic:       topic,
+		Topic:       t.name,
 		Files:       len(t.ck.files),
 		Deltas:      t.ck.deltas,
 		LastSeq:     t.ck.lastSeq,
@@ -92,5 +97,5 @@ func (g *Global) Stats(topic string, regions bool) (TopicStats, bool) {
 		}
 		return 0
 	})
-	return ts, true
+	return ts
 }

@@ -272,15 +272,3 @@ func (t *topic) obsolete(id uint64, before int64) {
 	r.runs.dropBelow(before)
 	t.dirty[id] = struct{}{}
 }
-
-// stats returns the accounted span and the indexed entries and runs (for
-// tests and benchmarks).
-func (t *topic) stats() (c, w, entries int64, runs int) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for _, r := range t.regions {
-		entries += r.runs.entries
-		runs += r.runs.runs
-	}
-	return t.c, t.w, entries, runs
-}
