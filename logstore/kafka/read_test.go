@@ -430,3 +430,41 @@ func TestReadFromUnreachableBrokerTimesOut(t *testing.T) {
 	require.Less(t, time.Since(start), 15*time.Second)
 	require.False(t, errors.Is(err, logstore.ErrCorrupt))
 }
+
+// TestPrunedDuringReadIsReported protects the read that retention or
+// pruning overtakes: records deleted after the read started make it fail
+// with ErrPruned naming the first ID still available, not skip ahead.
+func TestPrunedDuringReadIsReported(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, func(c *kafka.Config) { c.MaxBatchBytes = 1024; c.FetchMaxBytes = 1024 })
+	ctx := context.Background()
+	topic := newTopic(t)
+	for i := range 100 {
+		_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: fmt.Appendf(make([]byte, 0, 600), "%d%590d", i, 0)}})
+		require.NoError(t, err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	var got int
+	var failure error
+	for _, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{NoIndex: true}) {
+		if err != nil {
+			failure = err
+			break
+		}
+		if got++; got == 1 {
+			var os kadm.Offsets
+			os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 90})
+			resp, err := kadm.NewClient(cl).DeleteRecords(ctx, os)
+			require.NoError(t, err)
+			require.NoError(t, resp.Error())
+		}
+	}
+	require.ErrorIs(t, failure, logstore.ErrPruned)
+	var pe *logstore.PrunedError
+	require.ErrorAs(t, failure, &pe)
+	require.Equal(t, logstore.EntryID(91), pe.FirstAvailable)
+	require.Less(t, got, 90, "the read stopped instead of skipping ahead")
+}
