@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -101,4 +104,21 @@ func TestBackgroundPrune(t *testing.T) {
 	got := collect(t, s.Read(ctx, topic, 1, last))
 	require.Len(t, got, 1, "the entry still needed is kept")
 	require.NoError(t, s.Close())
+}
+
+// TestPruneReportsARefusal protects services that refuse DeleteRecords
+// (GreptimeDB #8259): Prune returns the broker's error and deletes nothing.
+func TestPruneReportsARefusal(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	s := openStore(t, c.ListenAddrs(), nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("a")}, {Namespace: topic, Region: 1, Data: []byte("b")}})
+	require.NoError(t, err)
+	require.NoError(t, s.Obsolete(ctx, topic, 1, res.LastEntryIDs[1]-1))
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DeleteRecords}, Err: kerr.PolicyViolation, Count: -1})
+	_, err = s.Prune(ctx, topic)
+	require.ErrorIs(t, err, kerr.PolicyViolation)
+	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 2, "nothing was deleted")
 }
