@@ -240,11 +240,11 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 				break
 			}
 			if rg.Scan && rec.Offset > off {
-				runs = appendRun(runs, index.Run{Start: off, Count: rec.Offset - off, Foreign: true})
+				runs = index.AppendRun(runs, index.Run{Start: off, Count: rec.Offset - off, Foreign: true})
 			}
 			region, kwal, err := r.handle(rec)
 			if rg.Scan {
-				runs = appendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: !kwal})
+				runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: !kwal})
 			}
 			off = rec.Offset + 1
 			if err != nil {
@@ -258,7 +258,7 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 		// compacted records) hold no entry.
 		if end := min(f.next, rg.End); end > off {
 			if rg.Scan {
-				runs = appendRun(runs, index.Run{Start: off, Count: end - off, Foreign: true})
+				runs = index.AppendRun(runs, index.Run{Start: off, Count: end - off, Foreign: true})
 			}
 			off = end
 		}
@@ -415,17 +415,6 @@ func (r *reader) learnRecordSize(fetched int, offsets int64) {
 		return
 	}
 	r.avgRecord = 0.7*r.avgRecord + 0.3*per
-}
-
-func appendRun(runs []index.Run, run index.Run) []index.Run {
-	if n := len(runs); n > 0 {
-		l := &runs[n-1]
-		if l.Start+l.Count == run.Start && l.Foreign == run.Foreign && (l.Foreign || l.Region == run.Region) {
-			l.Count += run.Count
-			return runs
-		}
-	}
-	return append(runs, run)
 }
 
 // fetchSize picks a fetch's byte limit. A scan takes as much as allowed.

@@ -82,3 +82,17 @@ type Collector interface {
 	// Close persists a final checkpoint and stops any background goroutine.
 	Close(ctx context.Context) error
 }
+
+// AppendRun adds run to runs, extending the last run when run continues it
+// (same region, or both foreign, and adjacent offsets). Writers and readers
+// build the runs they Observe with it.
+func AppendRun(runs []Run, run Run) []Run {
+	if n := len(runs); n > 0 {
+		l := &runs[n-1]
+		if l.Start+l.Count == run.Start && l.Foreign == run.Foreign && (l.Foreign || l.Region == run.Region) {
+			l.Count += run.Count
+			return runs
+		}
+	}
+	return append(runs, run)
+}

@@ -64,3 +64,27 @@ func TestObserveScanRespectsObsolete(t *testing.T) {
 	p = g.Plan("t", map[uint64]int64{1: 0}, 50)
 	require.Equal(t, []Range{{Start: 0, End: 50, Scan: true}}, p.Ranges, "below its Obsolete point the region is scanned")
 }
+
+// TestAppendRun protects run building: adjacent offsets of one region, or
+// of foreign records, extend the last run; anything else starts a new one.
+func TestAppendRun(t *testing.T) {
+	var runs []Run
+	for _, r := range []Run{
+		{Start: 0, Count: 1, Region: 1},
+		{Start: 1, Count: 2, Region: 1}, // extends
+		{Start: 3, Count: 1, Region: 2}, // other region
+		{Start: 4, Count: 1, Foreign: true},
+		{Start: 5, Count: 3, Foreign: true}, // extends
+		{Start: 9, Count: 1, Foreign: true}, // gap
+		{Start: 10, Count: 1, Region: 2},
+	} {
+		runs = AppendRun(runs, r)
+	}
+	require.Equal(t, []Run{
+		{Start: 0, Count: 3, Region: 1},
+		{Start: 3, Count: 1, Region: 2},
+		{Start: 4, Count: 4, Foreign: true},
+		{Start: 9, Count: 1, Foreign: true},
+		{Start: 10, Count: 1, Region: 2},
+	}, runs)
+}

@@ -375,7 +375,7 @@ func (w *worker) complete(d *dispatch) {
 	for _, r := range d.reqs {
 		for i, rec := range r.recs {
 			if failed[rec] == nil {
-				runs = appendRun(runs, r.recRegion[i], rec.Offset)
+				runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: r.recRegion[i]})
 				last = max(last, rec.Offset)
 			}
 		}
@@ -415,19 +415,6 @@ func (w *worker) complete(d *dispatch) {
 	if len(failed) > 0 {
 		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", len(d.recs), "failed", len(failed), "err", d.results.FirstErr())
 	}
-}
-
-// appendRun adds a record at offset to runs, extending the last run when
-// the record continues it.
-func appendRun(runs []index.Run, region uint64, offset int64) []index.Run {
-	if n := len(runs); n > 0 {
-		last := &runs[n-1]
-		if last.Region == region && last.Start+last.Count == offset {
-			last.Count++
-			return runs
-		}
-	}
-	return append(runs, index.Run{Start: offset, Count: 1, Region: region})
 }
 
 // finish resolves r (unless it was withdrawn) and frees its queue room.
