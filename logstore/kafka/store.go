@@ -476,10 +476,10 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	for i, b := range batches {
 		p, err := s.producer(ctx, b.topic, s.cfg.AutoCreateTopics)
 		if err != nil {
-			return logstore.AppendResult{}, s.withdrawn(ctx, pendings[:i], err)
+			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
 		}
 		if pendings[i], err = p.Submit(ctx, b.entries); err != nil {
-			return logstore.AppendResult{}, s.withdrawn(ctx, pendings[:i], err)
+			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
 		}
 	}
 	res := logstore.AppendResult{LastEntryIDs: make(map[logstore.RegionID]logstore.EntryID, len(regionNS))}
@@ -505,10 +505,10 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	return res, nil
 }
 
-// withdrawn handles a failure after some namespaces' requests were already
+// failAfterQueued handles a failure after some namespaces' requests were already
 // queued: they cannot be taken back once sent, so the call waits for them
 // (or ctx) and reports err.
-func (s *LogStore) withdrawn(ctx context.Context, queued []*worker.Pending, err error) error {
+func (s *LogStore) failAfterQueued(ctx context.Context, queued []*worker.Pending, err error) error {
 	for _, pd := range queued {
 		if _, werr := pd.Wait(ctx); werr != nil {
 			err = errors.Join(err, werr)
