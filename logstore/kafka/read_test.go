@@ -379,10 +379,20 @@ func TestNamespacesAndLatestEntryID(t *testing.T) {
 
 	require.NoError(t, s.CreateNamespace(ctx, topic))
 	require.NoError(t, s.CreateNamespace(ctx, topic), "creating an existing namespace is fine")
+
 	id, err := s.LatestEntryID(ctx, topic)
 	require.NoError(t, err)
 	require.Equal(t, logstore.EntryID(0), id)
 	require.Empty(t, collect(t, s.Read(ctx, topic, 1, 0)))
+
+	// A call whose second namespace is missing fails; the first
+	// namespace's entries were already queued, so the call waits for them
+	// and they are written.
+	_, err = s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 5, Data: []byte("queued")}, {Namespace: topic + "-missing", Region: 6, Data: []byte("x")}})
+	require.ErrorIs(t, err, kafka.ErrUnknownNamespace)
+	got := collect(t, s.Read(ctx, topic, 5, 0))
+	require.Len(t, got, 1)
+	require.Equal(t, "queued", string(got[0].Data))
 
 	res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("a")}, {Namespace: topic, Region: 2, Data: []byte("b")}})
 	require.NoError(t, err)
