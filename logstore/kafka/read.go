@@ -647,7 +647,10 @@ func (r *reader) backoff(ctx context.Context, off int64, attempt int, cause erro
 		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
 	case <-time.After(r.s.cfg.RetryBackoff):
 	}
-	return r.refreshLeader(ctx)
+	if err := r.refreshLeader(ctx); err != nil {
+		return fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, cause)
+	}
+	return nil
 }
 
 // outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log

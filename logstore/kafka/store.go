@@ -123,7 +123,14 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
 			kgo.MaxBufferedBytes(int(cfg.MaxQueuedBytes)),
 			kgo.UnknownTopicRetries(-1),
-			kgo.ProducerLinger(0), // a lane sends a group at once; the worker does the batching
+			// A short linger makes a group one batch: ProduceSync buffers all
+			// of a group's records, then drains them at once. With no linger
+			// franz-go may send the first records before the rest are
+			// buffered, splitting the group and letting another lane's batch
+			// land between its halves (seen under load). A group's first
+			// produce to a topic, before the lane knows the topic, waits the
+			// linger out.
+			kgo.ProducerLinger(5*time.Millisecond),
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
