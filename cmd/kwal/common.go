@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +95,7 @@ type globalFlags struct {
 // run builds the command tree, runs it with args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	a := newApp(stdout, stderr, getenv)
+	stderr = a.stderr
 	root := a.rootCmd()
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -110,16 +112,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	return exitOK
 }
 
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	// The logger writes from franz-go's goroutines too: one lock orders
+	// every write to stderr.
+	a := &app{stdout: stdout, stderr: &syncWriter{w: stderr}, getenv: getenv}
 	a.interactive = func() bool {
 		f, ok := stderr.(*os.File)
 		return ok && term.IsTerminal(int(f.Fd()))
 	}
-	a.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return a
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,24 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // result is what one in-process run of the command printed.
 type result struct {
 	stdout, stderr string
@@ -32,7 +51,7 @@ type result struct {
 // kwal runs the command in-process with args and the given environment.
 func kwal(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out, errb lockedBuffer // franz-go may still log after run returns
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := run(ctx, args, &out, &errb, func(k string) string { return env[k] })
