@@ -42,7 +42,9 @@ type RegionID uint64
 // strictly increase in log order within a namespace; 0 means "none".
 type EntryID uint64
 
-// Entry is one WAL record of one region.
+// Entry is one WAL record of one region. Data belongs to the caller: an
+// append reads it during the call only (see AppendBatch), and an entry
+// yielded by a read holds a Data of its own that the caller may keep.
 type Entry struct {
 	Namespace string // where the region's log lives; for the Kafka store, a topic
 	Region    RegionID
@@ -66,6 +68,12 @@ type LogStore interface {
 	// queued. Safe for concurrent use; a cancelled ctx returns promptly with
 	// ctx's error, though entries already handed to the broker may still be
 	// written.
+	//
+	// The store does not keep the entries' Data past the call: once
+	// AppendBatch returned, whatever it returned (an early return on ctx or
+	// a timeout included), the caller may reuse or change the buffers, and
+	// what is written is what Data held when the call began. (An
+	// implementation that sends asynchronously copies Data first.)
 	AppendBatch(ctx context.Context, entries []Entry) (AppendResult, error)
 
 	// Read yields the region's entries with ID >= from, in log order, each

@@ -8,7 +8,9 @@
 //	AppendBatch ──Submit──▶ Producer (topic B) ──queue──▶ worker goroutine ──group──┘
 //
 // Submit encodes a call's entries for the topic into kwal records (package
-// record), takes room for their bytes from the topic's byte-bounded queue
+// record) over one copy of their data (franz-go may hold, and on a retry
+// re-encode, a record after its caller gave up waiting, so the records must
+// not share the caller's buffers), takes room for their bytes from the topic's byte-bounded queue
 // (blocking, with the caller's context, while the queue is full: memory
 // stays bounded when Kafka is slow) and queues one request. The worker
 // drains the queue, groups pending requests, and hands each group to a free

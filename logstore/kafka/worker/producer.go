@@ -145,7 +145,9 @@ type Pending struct {
 
 // Submit encodes entries and queues them as one request; it blocks while the
 // topic's queue is full. Entries keep their slice order in the log. The
-// entries' data must not change until the request is done.
+// records carry a copy of the entries' data, taken before Submit returns:
+// the caller may reuse its buffers at once, even while franz-go still holds
+// the records (a Wait that returned early on its context or ErrTimeout).
 func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error) {
 	p.mu.Lock()
 	if p.closed {
@@ -200,9 +202,24 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 	// case of entries that fit one record each.
 	structs := make([]kgo.Record, 0, len(entries))
 	keys := make([]byte, 0, len(entries)*record.KeySize)
+	// The records' values point into one copy of every entry's data, never
+	// into the caller's buffers: franz-go may still hold (and retry) the
+	// records after the caller's Wait returned early, and a caller that then
+	// reused a pooled buffer would change a record under its checksum.
+	total := 0
+	for i, e := range entries {
+		if uint64(len(e.Data)) > record.MaxEntrySize {
+			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w: %d bytes, the limit is %d",
+				p.opts.Topic, i, e.Region, record.ErrTooLarge, len(e.Data), uint64(record.MaxEntrySize))
+		}
+		total += len(e.Data)
+	}
+	data := make([]byte, 0, total)
 	var seen map[uint64]struct{}
 	for i, e := range entries {
-		parts, err := record.Split(e.Region, e.Data, p.opts.MaxBatchBytes)
+		data = append(data, e.Data...)
+		own := data[len(data)-len(e.Data) : len(data) : len(data)]
+		parts, err := record.Split(e.Region, own, p.opts.MaxBatchBytes)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w", p.opts.Topic, i, e.Region, err)
 		}

@@ -1,0 +1,80 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/testutil"
+)
+
+// TestBufferReuseAfterEarlyReturn protects Entry.Data ownership: an append
+// whose context ends while franz-go still holds its records returns at
+// once, and the caller may then reuse its buffer (as a pooled buffer
+// would be) without changing what is written. The record is sent again
+// after the overwrite, and still reads back byte-identical to what was
+// appended.
+func TestBufferReuseAfterEarlyReturn(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	s := openStore(t, c.ListenAddrs(), nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	require.NoError(t, s.CreateNamespace(ctx, topic))
+	release := make(chan struct{})
+	var held atomic.Int32
+	// The first produce is held, then fails with a retriable error:
+	// franz-go encodes the batch again from its records for the retry,
+	// after the caller has reused its buffer.
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		held.Add(1)
+		c.SleepControl(func() { <-release })
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		resp.SetVersion(req.GetVersion())
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	buf := bytes.Repeat([]byte("original"), 1024)
+	want := bytes.Clone(buf)
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.AppendBatch(actx, []logstore.Entry{{Namespace: topic, Region: 1, Data: buf}})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return held.Load() > 0 }, 10*time.Second, time.Millisecond)
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	require.Contains(t, err.Error(), "may still be written")
+
+	copy(buf, bytes.Repeat([]byte("REUSED!!"), 1024)) // the caller's pool hands the buffer on
+	close(release)
+	// The region's next append is sent only once the abandoned produce
+	// returned, so when it is acknowledged the first record has landed.
+	_, err = s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("next")}})
+	require.NoError(t, err)
+
+	got := collect(t, s.Read(ctx, topic, 1, 0))
+	require.Len(t, got, 2)
+	require.Equal(t, want, got[0].Data)
+	require.Equal(t, "next", string(got[1].Data))
+}
