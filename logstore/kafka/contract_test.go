@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/testutil"
 )
 
@@ -77,4 +80,51 @@ func TestBufferReuseAfterEarlyReturn(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Equal(t, want, got[0].Data)
 	require.Equal(t, "next", string(got[1].Data))
+}
+
+// slowStore is an index store whose Get blocks until its context ends, as
+// an object store that stopped answering would; entered is closed on the
+// first Get.
+type slowStore struct {
+	index.Store
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (s *slowStore) Get(ctx context.Context, name string) ([]byte, error) {
+	s.once.Do(func() { close(s.entered) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestOpenBoundsIndexLoadWithContext protects Open(ctx): loading the index
+// from a store that hangs ends when ctx ends, with ctx's error, and leaves
+// no goroutine behind.
+func TestOpenBoundsIndexLoadWithContext(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	topic := newTopic(t)
+	s := openStore(t, brokers, func(cfg *kafka.Config) { cfg.IndexDir = dir })
+	_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("a")}})
+	require.NoError(t, err)
+	require.NoError(t, s.Close()) // writes a checkpoint
+
+	ds, err := index.NewDirStore(dir)
+	require.NoError(t, err)
+	slow := &slowStore{Store: ds, entered: make(chan struct{})}
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = brokers
+	cfg.IndexStore = slow
+	octx, cancel := context.WithCancel(ctx)
+	go func() {
+		<-slow.entered
+		cancel()
+	}()
+	s2, err := kafka.Open(octx, cfg)
+	cancel()
+	require.ErrorIs(t, err, context.Canceled)
+	require.Nil(t, s2)
+	require.Contains(t, err.Error(), "index")
 }

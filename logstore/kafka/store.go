@@ -74,7 +74,8 @@ type producerSlot struct {
 }
 
 // Open validates cfg, connects to the brokers and loads the index. It
-// fails if no broker answers within cfg.RequestTimeout.
+// fails if no broker answers within cfg.RequestTimeout, and when ctx ends
+// before the index is loaded (a slow or hanging IndexStore).
 func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -154,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		if st == nil {
 			interval = 0
 		}
-		g, err := index.New(index.Options{
+		g, err := index.Open(ctx, index.Options{
 			Store: st, MergeGap: cfg.IndexMergeGap, CheckpointInterval: interval, ReadOnly: cfg.IndexReadOnly,
 			Logger: cfg.Logger, Registerer: cfg.Registerer,
 		})

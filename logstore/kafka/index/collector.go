@@ -42,6 +42,13 @@ var _ Collector = (*Global)(nil)
 // (reads of it scan): New returns an error only for invalid options or a
 // failed metrics registration.
 func New(opts Options) (*Global, error) {
+	return Open(context.Background(), opts)
+}
+
+// Open is New with ctx bounding the load (an object-store index may be
+// slow or hang): when ctx ends before every topic's files are read, Open
+// returns an error matching ctx's, and no Global.
+func Open(ctx context.Context, opts Options) (*Global, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -57,7 +64,10 @@ func New(opts Options) (*Global, error) {
 		topics: make(map[string]*topic),
 	}
 	if opts.Store != nil {
-		g.load(context.Background())
+		g.load(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("index: loading from the store: %w", err)
+		}
 	}
 	if opts.CheckpointInterval > 0 && opts.Store != nil && !opts.ReadOnly {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -71,6 +81,9 @@ func New(opts Options) (*Global, error) {
 // load reads every topic's files from the store.
 func (g *Global) load(ctx context.Context) {
 	names, err := g.opts.Store.List(ctx, "")
+	if err != nil && ctx.Err() != nil {
+		return // Open fails
+	}
 	if err != nil {
 		// Topics will list their own files before their first checkpoint.
 		g.log.Error("index: listing checkpoint files; starting with no coverage", "err", err)
@@ -92,7 +105,12 @@ func (g *Global) load(ctx context.Context) {
 	sem := make(chan struct{}, loadParallelism)
 	var wg sync.WaitGroup
 	for i, name := range names {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			topics[i] = g.loadTopic(ctx, name, byTopic[name])
@@ -109,7 +127,11 @@ const loadParallelism = 8
 
 func (g *Global) loadTopic(ctx context.Context, name string, files []ckFile) *topic {
 	t := newTopic(name, g.log, g.m)
-	for _, f := range t.load(ctx, g.opts.Store, files) {
+	failures := t.load(ctx, g.opts.Store, files)
+	if ctx.Err() != nil {
+		return t // Open fails; nothing to report per file
+	}
+	for _, f := range failures {
 		g.m.loadFailures.WithLabelValues(f.reason).Inc()
 		t.log.Error("index: checkpoint file unusable; the topic keeps the last consistent state before it",
 			"file", f.name, "reason", f.reason, "err", f.err)
