@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,4 +128,74 @@ func TestOpenBoundsIndexLoadWithContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Nil(t, s2)
 	require.Contains(t, err.Error(), "index")
+}
+
+// TestReadRacingDeleteNamespace protects DeleteNamespace from reads in
+// progress: a read that scans a topic (its store has no coverage yet) and
+// goes on after the topic was deleted must not re-create the dropped
+// topic's index, in memory or in IndexDir.
+func TestReadRacingDeleteNamespace(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	topic := newTopic(t)
+	w := openStore(t, brokers, nil)
+	var entries []logstore.Entry
+	for i := range 50 {
+		entries = append(entries, logstore.Entry{Namespace: topic, Region: logstore.RegionID(i%2 + 1), Data: []byte{byte(i)}})
+	}
+	_, err := w.AppendBatch(ctx, entries)
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	s := openStore(t, brokers, func(cfg *kafka.Config) { cfg.IndexDir = dir })
+	n := 0
+	for _, err := range s.Read(ctx, topic, 1, 0) {
+		if err != nil {
+			break // the rest of the topic is gone
+		}
+		if n++; n == 1 {
+			require.NoError(t, s.DeleteNamespace(ctx, topic))
+		}
+	}
+	require.Positive(t, n)
+	require.NoError(t, s.Close())
+	files, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, f := range files {
+		require.NotContains(t, f.Name(), topic, "a checkpoint of the dropped topic was written")
+	}
+}
+
+// TestCloseEndsReadInProgress protects Close against reads in progress:
+// Close called from a read's loop body (the worst case: the read cannot
+// finish before Close returns) returns, the read yields no further entry
+// but an error matching ErrClosed, and its fetch goroutine is gone (the
+// package's goleak check).
+func TestCloseEndsReadInProgress(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	topic := newTopic(t)
+	s := openStore(t, brokers, func(cfg *kafka.Config) { cfg.IndexDir = t.TempDir() })
+	var entries []logstore.Entry
+	for i := range 50 {
+		entries = append(entries, logstore.Entry{Namespace: topic, Region: 1, Data: []byte{byte(i)}})
+	}
+	_, err := s.AppendBatch(ctx, entries)
+	require.NoError(t, err)
+
+	n := 0
+	var readErr error
+	for _, err := range s.Read(ctx, topic, 1, 0) {
+		if err != nil {
+			readErr = err
+			break
+		}
+		if n++; n == 1 {
+			require.NoError(t, s.Close())
+		}
+	}
+	require.Equal(t, 1, n, "an entry was yielded after Close")
+	require.ErrorIs(t, readErr, logstore.ErrClosed)
 }

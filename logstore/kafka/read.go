@@ -67,8 +67,22 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.readCtx, cancel)()
-		r := &reader{s: s, topic: namespace, opts: opts, asm: record.NewAssembler(), yield: yield}
+		// No entry is yielded once ctx ended (Close, or the caller's ctx),
+		// even from a response already fetched.
+		var cut error
+		guarded := func(e logstore.Entry, err error) bool {
+			if err == nil {
+				if cut = ctx.Err(); cut != nil {
+					return false
+				}
+			}
+			return yield(e, err)
+		}
+		r := &reader{s: s, topic: namespace, opts: opts, asm: record.NewAssembler(), yield: guarded}
 		err := r.run(ctx, from)
+		if errors.Is(err, errStop) && cut != nil {
+			err = fmt.Errorf("kwal: read %q: %w", namespace, cut)
+		}
 		r.flushMetrics()
 		if opts.Stats != nil {
 			*opts.Stats = r.stats
@@ -101,6 +115,7 @@ type reader struct {
 	asm   *record.Assembler
 	yield func(logstore.Entry, error) bool
 
+	gen         uint64           // the topic's index generation when the read started (see indexGate)
 	from        map[uint64]int64 // first offset wanted, per region
 	leaderStale bool
 	leader      int32
@@ -126,6 +141,7 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 	if len(from) == 0 {
 		return nil
 	}
+	r.gen = s.gate.generation(r.topic)
 	if err := r.refreshLeader(ctx); err != nil {
 		return err
 	}
@@ -153,7 +169,7 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 	}
 	var plan index.Plan
 	if s.index != nil && !r.opts.NoIndex {
-		s.startIndexForRead(r.topic, start, end)
+		s.startIndexForRead(r.topic, r.gen, start, end)
 		plan = s.index.Plan(r.topic, r.from, end)
 	} else {
 		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
@@ -202,11 +218,14 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan fetched)
 	done := make(chan struct{})
-	go func() {
+	if !r.s.goRead(func() {
 		defer close(done)
 		defer close(ch)
 		r.fetchAll(ctx, ranges, ch)
-	}()
+	}) {
+		cancel()
+		return fmt.Errorf("kwal: read %q: %w", r.topic, logstore.ErrClosed)
+	}
 	defer func() {
 		cancel()
 		for range ch { // let the fetcher finish a send in progress
@@ -219,7 +238,7 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 	var off, accFrom int64
 	report := func() {
 		if rg.Scan && off > accFrom && r.s.index != nil {
-			r.s.index.ObserveScan(r.topic, accFrom, off, runs)
+			r.s.gate.update(r.topic, r.gen, func() { r.s.index.ObserveScan(r.topic, accFrom, off, runs) })
 		}
 		runs, accFrom = runs[:0], off
 	}
@@ -523,17 +542,18 @@ func (s *LogStore) fetchClient(i int) *kgo.Client {
 
 // startIndexForRead lets the index check its coverage against the log's
 // bounds (a topic recreated while this process was down has an end below
-// the persisted watermark). Only while the topic has no producer: a
+// the persisted watermark), unless the topic was dropped since the read
+// began (see indexGate). Only while the topic has no producer: a
 // producer's acknowledgements could be newer than end, and its creation
 // made the same check with a fresh end. The store lock keeps a producer
 // from being created in between.
-func (s *LogStore) startIndexForRead(topic string, start, end int64) {
+func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.producers[topic]; ok {
 		return
 	}
-	s.index.Start(topic, start, end)
+	s.gate.update(topic, gen, func() { s.index.Start(topic, start, end) })
 }
 
 // refreshLeader looks up partition 0's leader and the topic's ID, from

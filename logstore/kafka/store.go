@@ -58,6 +58,8 @@ type LogStore struct {
 
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
+	readers   sync.WaitGroup // reads' fetch goroutines, so Close can wait for them
+	gate      indexGate      // orders reads' index updates with DeleteNamespace and Close
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
@@ -188,6 +190,23 @@ func (s *LogStore) begin(op string) error {
 }
 
 func (s *LogStore) end() { s.ops.Done() }
+
+// goRead runs f on a goroutine of a read that Close waits for (f must end
+// once readCtx ends); it returns false, running nothing, once the store is
+// closed.
+func (s *LogStore) goRead(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.readers.Add(1)
+	go func() {
+		defer s.readers.Done()
+		f()
+	}()
+	return true
+}
 
 // producer returns the topic's producer, creating the topic (when allowed)
 // and the producer on first use. Creating one topic's producer never blocks
@@ -613,6 +632,9 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
 	}
 	s.forgetMeta(namespace)
+	// Reads that started before the topic was deleted must not bring its
+	// index back from what they decoded: they stop updating it now.
+	s.gate.drop(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
 			return fmt.Errorf("kwal: delete namespace %q: index: %w", namespace, err)
@@ -648,12 +670,18 @@ func (s *LogStore) ListNamespaces(ctx context.Context) ([]string, error) {
 // ErrClosed, waits for appends in progress (each is acknowledged or fails
 // within ProduceTimeout), stops the producers, persists a final index
 // checkpoint and closes the clients. Idempotent.
+//
+// A read in progress yields no entry after Close began: its next step
+// yields an error matching ErrClosed. Close waits for the reads' fetch
+// goroutines to end, but not for a read's loop body (the caller's code,
+// which may itself call Close); from Close on, no read changes the index.
 func (s *LogStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
 		s.stopReads() // reads in progress end with ErrClosed
+		s.gate.close()
 		if s.stopPrune != nil {
 			close(s.stopPrune)
 			<-s.pruneExited
@@ -661,6 +689,7 @@ func (s *LogStore) Close() error {
 		// Appends in progress finish on their own: every queued request is
 		// sent, and each fails at the latest after ProduceTimeout.
 		s.ops.Wait()
+		s.readers.Wait() // fetches of reads in progress, ended by stopReads
 
 		s.mu.Lock()
 		slots := make([]*producerSlot, 0, len(s.producers))

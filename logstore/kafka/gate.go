@@ -1,0 +1,58 @@
+package kafka
+
+import "sync"
+
+// indexGate orders the index updates that reads make (Start from a read,
+// ObserveScan) with DeleteNamespace and Close, which a read may race:
+// without it, a read that started before its topic was deleted could
+// re-create the dropped topic's index from what it decoded, and a read
+// still running when Close returned could change an index already closed
+// (and persist nothing, or half).
+//
+// A read takes the topic's generation when it starts and makes each index
+// update through update, which runs it only while the generation is
+// unchanged and the store is open. DeleteNamespace calls drop before
+// Collector.Drop, and Close calls close before Collector.Close; both take
+// the write lock, so an update already running finishes before they go on
+// and none runs after.
+type indexGate struct {
+	mu     sync.RWMutex
+	closed bool
+	gen    map[string]uint64 // per topic: how many times DeleteNamespace dropped it
+}
+
+// generation returns the topic's current generation, for a read starting.
+func (g *indexGate) generation(topic string) uint64 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.gen[topic]
+}
+
+// update runs f unless the topic was dropped since generation gen was
+// taken, or the store closed; it reports whether f ran.
+func (g *indexGate) update(topic string, gen uint64, f func()) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed || g.gen[topic] != gen {
+		return false
+	}
+	f()
+	return true
+}
+
+// drop ends every read's updates of the topic.
+func (g *indexGate) drop(topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen == nil {
+		g.gen = make(map[string]uint64)
+	}
+	g.gen[topic]++
+}
+
+// close ends every read's updates.
+func (g *indexGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+}
