@@ -7,12 +7,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sync"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
@@ -108,6 +104,10 @@ func (r *reader) flushMetrics() {
 // errStop ends a read whose caller broke out of the loop.
 var errStop = errors.New("kwal: read stopped by its caller")
 
+// reader is a read's decoding loop: it takes the fetcher's responses in
+// plan order, decodes their records, reassembles entries and yields them in
+// ID order. It runs in the caller's goroutine (the one that yields) and
+// shares no state with the fetcher.
 type reader struct {
 	s     *LogStore
 	topic string
@@ -115,14 +115,9 @@ type reader struct {
 	asm   *record.Assembler
 	yield func(logstore.Entry, error) bool
 
-	gen         uint64           // the topic's index generation when the read started (see indexGate)
-	from        map[uint64]int64 // first offset wanted, per region
-	leaderStale bool
-	leader      int32
-	topicID     [16]byte
-
-	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
-	stats     ReadStats
+	gen   uint64           // the topic's index generation when the read started (see indexGate)
+	from  map[uint64]int64 // first offset wanted, per region
+	stats ReadStats
 
 	// Per-record counters, added to the metrics when the read ends.
 	otherRegion, beforeStart int
@@ -142,7 +137,8 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 		return nil
 	}
 	r.gen = s.gate.generation(r.topic)
-	if err := r.refreshLeader(ctx); err != nil {
+	f := &fetcher{s: s, topic: r.topic}
+	if err := f.refreshLeader(ctx); err != nil {
 		return err
 	}
 	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
@@ -181,7 +177,7 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 			r.stats.IndexRanges++
 		}
 	}
-	if err := r.consume(ctx, plan.Ranges); err != nil {
+	if err := r.consume(ctx, f, plan.Ranges); err != nil {
 		return err
 	}
 	if err := r.release(true); err != nil {
@@ -200,28 +196,19 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 // span from below lets the index account for all of it at once.
 const maxScanRuns = 1 << 16
 
-// fetched is one fetch response handed from the fetcher to the reader.
-type fetched struct {
-	rg   index.Range
-	from int64 // the offset fetched at
-	fp   kgo.FetchPartition
-	next int64 // the offset after the last record processed
-	err  error
-}
-
 // consume reads the planned ranges. A fetcher goroutine walks the plan one
 // fetch ahead of the reader, so the next response is on its way while the
 // current one is decoded and yielded: the read holds at most two fetch
 // responses (2 x FetchMaxBytes). The goroutine ends before consume
 // returns, whatever the reason.
-func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
+func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range) error {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan fetched)
 	done := make(chan struct{})
 	if !r.s.goRead(func() {
 		defer close(done)
 		defer close(ch)
-		r.fetchAll(ctx, ranges, ch)
+		fe.fetchAll(ctx, ranges, ch)
 	}) {
 		cancel()
 		return fmt.Errorf("kwal: read %q: %w", r.topic, logstore.ErrClosed)
@@ -231,6 +218,8 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 		for range ch { // let the fetcher finish a send in progress
 		}
 		<-done
+		r.stats.Fetches += fe.stats.fetches // the fetcher has ended: its counters are final
+		r.stats.FetchedBytes += fe.stats.bytes
 	}()
 
 	var runs []index.Run // a scan's runs since accFrom, covering [accFrom, off)
@@ -286,170 +275,6 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 		}
 	}
 	return ctx.Err()
-}
-
-// prefetchDepth bounds the indexed ranges whose first fetch is in flight
-// at once (their byte limits also add up to at most FetchMaxBytes).
-const prefetchDepth = 16
-
-// prefetch is an indexed range's first fetch, running in its own goroutine.
-type prefetch struct {
-	rg       index.Range
-	maxBytes int32
-	done     chan fetchResult
-}
-
-// fetchAll fetches every range in order, sending each response on ch; it
-// stops at the first error (sent) or when ctx ends. The first fetch of
-// each indexed range is started ahead, up to prefetchDepth ranges and
-// FetchMaxBytes of byte limits, spread over the store's clients (a broker
-// serves one request per connection at a time), so that a replay of many
-// small ranges pays the broker's round trip about once per window rather
-// than once per range; a range's further fetches, and scans, go one at a
-// time.
-func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- fetched) {
-	ctx, cancel := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	defer running.Wait()
-	defer cancel()
-	send := func(f fetched) bool {
-		select {
-		case ch <- f:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	var window []*prefetch
-	var windowBytes int64
-	nextRange := 0
-	fill := func() {
-		for nextRange < len(ranges) && len(window) < prefetchDepth {
-			rg := ranges[nextRange]
-			if rg.Scan {
-				return // a scan starts once the ranges before it are done
-			}
-			mb := r.fetchSize(rg, rg.Start)
-			if len(window) > 0 && windowBytes+int64(mb) > int64(r.s.cfg.FetchMaxBytes) {
-				return
-			}
-			pf := &prefetch{rg: rg, maxBytes: mb, done: make(chan fetchResult, 1)}
-			leader, id := r.leader, r.topicID
-			cl := r.s.fetchClient(nextRange)
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				fctx, fcancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
-				defer fcancel()
-				pf.done <- r.fetchOnce(fctx, cl, leader, id, rg.Start, mb, "indexed")
-			}()
-			window = append(window, pf)
-			windowBytes += int64(mb)
-			nextRange++
-		}
-	}
-	for {
-		fill()
-		var rg index.Range
-		var first *fetchResult
-		var firstMax int32
-		switch {
-		case len(window) > 0:
-			pf := window[0]
-			window = window[1:]
-			windowBytes -= int64(pf.maxBytes)
-			var res fetchResult
-			select {
-			case res = <-pf.done:
-			case <-ctx.Done():
-				return
-			}
-			r.stats.Fetches++
-			r.stats.FetchedBytes += int64(res.bytes)
-			if res.err != nil {
-				send(fetched{err: res.err})
-				return
-			}
-			rg, firstMax = pf.rg, pf.maxBytes
-			if res.retry == nil {
-				first = &res
-			}
-		case nextRange < len(ranges):
-			rg = ranges[nextRange]
-			nextRange++
-		default:
-			return
-		}
-		mode := "indexed"
-		if rg.Scan {
-			mode = "scan"
-		}
-		grow := false // the last fetch fitted no complete batch: ask for FetchMaxBytes
-		for off := rg.Start; off < rg.End; {
-			var res fetchResult
-			maxBytes := firstMax
-			if first != nil && off == rg.Start {
-				res = *first
-			} else {
-				maxBytes = r.fetchSize(rg, off)
-				if grow {
-					maxBytes = r.s.cfg.FetchMaxBytes
-				}
-				var err error
-				if res, err = r.fetch(ctx, off, maxBytes, mode); err != nil {
-					send(fetched{err: err})
-					return
-				}
-			}
-			first = nil
-			if res.fp.Err == nil && res.next <= off {
-				if maxBytes < r.s.cfg.FetchMaxBytes {
-					grow = true
-					continue
-				}
-				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, res.bytes)})
-				return
-			}
-			grow = false
-			if res.bytes > 0 {
-				r.learnRecordSize(res.bytes, res.next-off)
-			}
-			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
-				return
-			}
-			off = res.next
-		}
-	}
-}
-
-// learnRecordSize folds a fetch's bytes per offset into the running
-// estimate that sizes indexed fetches. Only the fetcher goroutine uses it.
-func (r *reader) learnRecordSize(fetched int, offsets int64) {
-	if offsets <= 0 {
-		return
-	}
-	per := float64(fetched) / float64(offsets)
-	if r.avgRecord <= 0 {
-		r.avgRecord = per
-		return
-	}
-	r.avgRecord = 0.7*r.avgRecord + 0.3*per
-}
-
-// fetchSize picks a fetch's byte limit. A scan takes as much as allowed.
-// An indexed range asks for about what its offsets should weigh, so that
-// the broker does not send the batches that follow it (other regions');
-// before anything is known, 1 byte returns exactly one batch.
-func (r *reader) fetchSize(rg index.Range, off int64) int32 {
-	limit := int64(r.s.cfg.FetchMaxBytes)
-	if rg.Scan {
-		return int32(limit)
-	}
-	if r.avgRecord <= 0 {
-		return 1
-	}
-	est := int64(float64(rg.End-off)*r.avgRecord*1.02) + 1
-	return int32(min(max(est, 1), limit))
 }
 
 // handle decodes one record and feeds the assembler. It reports the
@@ -529,17 +354,6 @@ func (r *reader) release(all bool) error {
 	return nil
 }
 
-// fetchClient picks a client for a read's i-th concurrent fetch: the
-// admin client and the produce lanes' clients each have their own fetch
-// connection, which the broker serves in parallel.
-func (s *LogStore) fetchClient(i int) *kgo.Client {
-	n := len(s.laneClients) + 1
-	if k := i % n; k < len(s.laneClients) {
-		return s.laneClients[k]
-	}
-	return s.admin
-}
-
 // startIndexForRead lets the index check its coverage against the log's
 // bounds (a topic recreated while this process was down has an end below
 // the persisted watermark), unless the topic was dropped since the read
@@ -554,131 +368,4 @@ func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64)
 		return
 	}
 	s.gate.update(topic, gen, func() { s.index.Start(topic, start, end) })
-}
-
-// refreshLeader looks up partition 0's leader and the topic's ID, from
-// the store's cache unless a fetch found it stale.
-func (r *reader) refreshLeader(ctx context.Context) error {
-	m, err := r.s.topicMeta(ctx, r.topic, r.leaderStale)
-	if err != nil {
-		return fmt.Errorf("kwal: read %q: %w", r.topic, err)
-	}
-	r.leader, r.topicID = m.leader, m.id
-	r.leaderStale = true // a second lookup in this read goes to the broker
-	return nil
-}
-
-// fetchResult is one fetch request's outcome.
-type fetchResult struct {
-	fp    kgo.FetchPartition
-	next  int64
-	bytes int   // record batch bytes fetched
-	retry error // a retriable failure: fetch again (after a leader lookup)
-	err   error // a final failure
-}
-
-// fetchOnce issues one fetch request at off to the given leader. It touches
-// no reader state, so several may run at once.
-func (r *reader) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
-	s := r.s
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 100
-	req.MinBytes = 1
-	req.MaxBytes = max(maxBytes, 1)
-	req.SessionEpoch = -1
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = r.topic, topicID
-	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
-	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-
-	began := time.Now()
-	kresp, err := cl.Broker(int(leader)).Request(ctx, req)
-	s.metrics.fetchLatency.Observe(time.Since(began).Seconds())
-	s.metrics.fetches.WithLabelValues(mode).Inc()
-	if err != nil {
-		return fetchResult{retry: err}
-	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fetchResult{retry: err}
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", r.topic, off)}
-	}
-	rp := &resp.Topics[0].Partitions[0]
-	perr := kerr.ErrorForCode(rp.ErrorCode)
-	switch {
-	case perr == nil:
-		n := len(rp.RecordBatches)
-		s.metrics.fetchedBytes.WithLabelValues(r.topic, mode).Add(float64(n))
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset: off, Topic: r.topic, Partition: partition,
-		}, rp, kgo.DefaultDecompressor(), nil)
-		return fetchResult{fp: fp, next: next, bytes: n}
-	case errors.Is(perr, kerr.OffsetOutOfRange):
-		return fetchResult{err: r.outOfRange(ctx, off, perr)}
-	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
-		// Perhaps a cached topic ID went stale; the metadata lookup before
-		// the retry tells a deleted topic apart.
-		s.forgetMeta(r.topic)
-		return fetchResult{retry: perr}
-	case kerr.IsRetriable(perr):
-		return fetchResult{retry: perr}
-	default:
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, perr)}
-	}
-}
-
-// fetch issues fetch requests at off until one succeeds, fails for good, or
-// RequestTimeout passes, looking the leader up again between attempts. Only
-// the fetcher goroutine calls it.
-func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (fetchResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		res := r.fetchOnce(ctx, r.s.admin, r.leader, r.topicID, off, maxBytes, mode)
-		r.stats.Fetches++
-		r.stats.FetchedBytes += int64(res.bytes)
-		if res.err != nil {
-			return fetchResult{}, res.err
-		}
-		if res.retry == nil {
-			return res, nil
-		}
-		if err := r.backoff(ctx, off, attempt, res.retry); err != nil {
-			return fetchResult{}, err
-		}
-	}
-}
-
-// backoff waits RetryBackoff after a retriable fetch failure and looks the
-// leader up again; it fails when ctx ends first.
-func (r *reader) backoff(ctx context.Context, off int64, attempt int, cause error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
-	}
-	r.s.log.Debug("kwal: retrying fetch", "topic", r.topic, "offset", off, "attempt", attempt, "err", cause)
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
-	case <-time.After(r.s.cfg.RetryBackoff):
-	}
-	if err := r.refreshLeader(ctx); err != nil {
-		return fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, cause)
-	}
-	return nil
-}
-
-// outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
-// start moved past off (retention or pruning ran during the read).
-func (r *reader) outOfRange(ctx context.Context, off int64, cause error) error {
-	start, _, err := r.s.offsets(ctx, r.topic)
-	if err == nil && start > off {
-		return errors.Join(&logstore.PrunedError{Namespace: r.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)}, cause)
-	}
-	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, cause)
 }
