@@ -124,10 +124,24 @@ type Config struct {
 	// {"max.message.bytes": MaxBatchBytes + 64 KiB} is added unless set.
 	TopicConfigs map[string]string
 
-	// FetchMaxBytes bounds the bytes one fetch response may carry, and so
-	// the memory a read holds at once. Default 16 MiB; at least
-	// MaxBatchBytes.
+	// FetchMaxBytes bounds the bytes one fetch response may carry. A read
+	// has at most three such responses' worth in memory (see
+	// ReadMemoryBound). Default 16 MiB; at least MaxBatchBytes.
 	FetchMaxBytes int32
+
+	// ReadHoldBytes bounds the entry data a read holds before yielding it:
+	// the parts of split entries still open, and the completed entries
+	// that wait behind an open one (entries are yielded in ID order). The
+	// parts of one entry travel in one group, so they lie close together
+	// in the log; when a read would hold more than this, it gives up the
+	// oldest open entry as incomplete (counted in
+	// kwal_read_skipped_records_total{reason="incomplete"} and logged) and
+	// yields what waited behind it. Should a later part of that entry turn
+	// up after all, the read fails with an error matching ErrHoldExceeded
+	// rather than lose the entry: so this must exceed the largest entry
+	// written plus the other read regions' entries written between its
+	// parts. Default 64 MiB; at least MaxBatchBytes.
+	ReadHoldBytes int64
 
 	// SkipCorrupt makes reads skip records that are not kwal's or fail
 	// their checksum (counting each in kwal_read_skipped_records_total and
@@ -202,7 +216,19 @@ func DefaultConfig() Config {
 		AutoCreateTopics:        true,
 		ReplicationFactor:       -1,
 		FetchMaxBytes:           16 << 20,
+		ReadHoldBytes:           64 << 20,
 	}
+}
+
+// ReadMemoryBound is the most memory one read holds, whatever the topic's
+// size, apart from the entries its caller keeps: the fetch pipeline (the
+// response being decoded, the next one waiting to be handed over, and the
+// prefetched first fetches of indexed ranges, whose byte limits add up to
+// at most FetchMaxBytes: 3 x FetchMaxBytes of record batches, as
+// decompressed, with the decoded records pointing into them) plus
+// ReadHoldBytes of entries not yet yielded.
+func (c Config) ReadMemoryBound() int64 {
+	return 3*int64(c.FetchMaxBytes) + c.ReadHoldBytes
 }
 
 // Validate reports the first invalid field, by name.
@@ -260,6 +286,9 @@ func (c Config) Validate() error {
 	if c.FetchMaxBytes < int32(c.MaxBatchBytes) {
 		bad("FetchMaxBytes", "%d is below MaxBatchBytes (%d)", c.FetchMaxBytes, c.MaxBatchBytes)
 	}
+	if c.ReadHoldBytes < int64(c.MaxBatchBytes) {
+		bad("ReadHoldBytes", "%d is below MaxBatchBytes (%d)", c.ReadHoldBytes, c.MaxBatchBytes)
+	}
 	if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
 		bad("ReplicationFactor", "%d must be -1 (broker default) or >= 1", c.ReplicationFactor)
 	}
@@ -287,9 +316,9 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q Compression=%s ProduceLanes=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v MaxQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d SkipCorrupt=%v DisableIndex=%v",
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q Compression=%s ProduceLanes=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v MaxQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v DisableIndex=%v",
 		c.Brokers, c.MaxBatchBytes, c.IndexDir, c.Compression, c.ProduceLanes, c.Linger, c.ProduceTimeout, c.RequestTimeout,
-		c.DialTimeout, c.MaxQueuedBytes, c.AutoCreateTopics, c.ReplicationFactor, c.TopicConfigs, c.FetchMaxBytes, c.SkipCorrupt, c.DisableIndex)
+		c.DialTimeout, c.MaxQueuedBytes, c.AutoCreateTopics, c.ReplicationFactor, c.TopicConfigs, c.FetchMaxBytes, c.ReadHoldBytes, c.SkipCorrupt, c.DisableIndex)
 	if c.TLS != nil {
 		fmt.Fprintf(&b, " TLS{CA=%q Cert=%q Key=%q ServerName=%q Insecure=%v}", c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ServerName, c.TLS.InsecureSkipVerify)
 	}

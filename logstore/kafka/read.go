@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -47,10 +48,11 @@ func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[l
 	return s.ReadWith(ctx, namespace, from, ReadOptions{})
 }
 
-// ReadWith is ReadRegions with options. The read holds at most one fetch
-// response (<= FetchMaxBytes) plus the regions' unfinished split entries in
-// memory, whatever the topic's size. Breaking out of the loop, cancelling
-// ctx or closing the store ends it and releases everything it holds.
+// ReadWith is ReadRegions with options. The read holds at most
+// Config.ReadMemoryBound bytes (its fetch pipeline, and the entries not yet
+// yielded up to ReadHoldBytes), whatever the topic's size. Breaking out of
+// the loop, cancelling ctx or closing the store ends it and releases
+// everything it holds.
 func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions) iter.Seq2[logstore.Entry, error] {
 	return func(yield func(logstore.Entry, error) bool) {
 		s.mu.Lock()
@@ -104,6 +106,12 @@ func (r *reader) flushMetrics() {
 // errStop ends a read whose caller broke out of the loop.
 var errStop = errors.New("kwal: read stopped by its caller")
 
+// ErrHoldExceeded is matched by read errors for an entry that the read gave
+// up as incomplete when it held Config.ReadHoldBytes of entries, and whose
+// later part then turned up: the entry is longer, or more interleaved, than
+// the bound allows. Raise ReadHoldBytes to read it.
+var ErrHoldExceeded = errors.New("kwal: entry longer than a read may hold (Config.ReadHoldBytes)")
+
 // reader is a read's decoding loop: it takes the fetcher's responses in
 // plan order, decodes their records, reassembles entries and yields them in
 // ID order. It runs in the caller's goroutine (the one that yields) and
@@ -124,8 +132,11 @@ type reader struct {
 
 	// held are completed entries that began after an entry still open (a
 	// split entry whose parts other writers' records interleave): they
-	// wait so that entries are yielded in ID order. Sorted by ID.
-	held []logstore.Entry
+	// wait so that entries are yielded in ID order. Sorted by ID. heldBytes
+	// is their data; with the open entries' data it stays within
+	// Config.ReadHoldBytes (see hold).
+	held      []logstore.Entry
+	heldBytes int64
 }
 
 func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.EntryID) error {
@@ -198,9 +209,9 @@ const maxScanRuns = 1 << 16
 
 // consume reads the planned ranges. A fetcher goroutine walks the plan one
 // fetch ahead of the reader, so the next response is on its way while the
-// current one is decoded and yielded: the read holds at most two fetch
-// responses (2 x FetchMaxBytes). The goroutine ends before consume
-// returns, whatever the reason.
+// current one is decoded and yielded (Config.ReadMemoryBound counts what
+// that pipeline holds). The goroutine ends before consume returns,
+// whatever the reason.
 func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range) error {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan fetched)
@@ -312,6 +323,9 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 				"region", st.Drop.Region, "first_offset", st.Drop.First, "last_offset", st.Drop.Last)
 		}
 	}
+	if errors.Is(err, record.ErrCutShort) {
+		return p.Region, true, fmt.Errorf("kwal: read %q: %w (now %d bytes): %w", r.topic, ErrHoldExceeded, s.cfg.ReadHoldBytes, err)
+	}
 	if err != nil {
 		if !s.cfg.SkipCorrupt {
 			return p.Region, true, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
@@ -322,15 +336,48 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 	}
 	if st.Complete {
 		e := logstore.Entry{Namespace: r.topic, Region: logstore.RegionID(st.Entry.Region), ID: logstore.EntryID(st.Entry.First + 1), Data: st.Entry.Data}
+		if lo, open := r.asm.MinOpenFirst(); open && st.Entry.First > lo && st.Entry.First == st.Entry.Last {
+			// A whole record's data points into its fetch response: held,
+			// it would pin the response; a copy holds only its own bytes.
+			e.Data = bytes.Clone(e.Data)
+		}
 		i, _ := slices.BinarySearchFunc(r.held, e.ID, func(h logstore.Entry, id logstore.EntryID) int { return cmp.Compare(h.ID, id) })
 		r.held = slices.Insert(r.held, i, e)
+		r.heldBytes += int64(len(e.Data))
 	}
 	if st.Complete || st.Dropped {
 		if err := r.release(false); err != nil {
 			return p.Region, true, err
 		}
 	}
+	if err := r.hold(rec.Offset); err != nil {
+		return p.Region, true, err
+	}
 	return p.Region, true, nil
+}
+
+// hold keeps the read's held entries and open entries within
+// Config.ReadHoldBytes: while they hold more, the oldest open entry is
+// given up as incomplete (the parts of an entry travel in one group, so
+// one still open this far past its first part was cut short by its
+// writer) and the entries that waited behind it are yielded. If a later
+// part of it turns up after all, the assembler fails the read (see
+// ErrHoldExceeded): the bound never loses an entry silently.
+func (r *reader) hold(at int64) error {
+	s := r.s
+	for r.heldBytes+r.asm.OpenBytes() > s.cfg.ReadHoldBytes {
+		d, ok := r.asm.Cut()
+		if !ok {
+			return nil
+		}
+		s.metrics.skipped.WithLabelValues(record.DropIncomplete.String()).Inc()
+		s.log.Warn("kwal: giving up an entry still open after the read held ReadHoldBytes; its writer failed midway", "topic", r.topic,
+			"region", d.Region, "first_offset", d.First, "last_offset", d.Last, "at_offset", at, "read_hold_bytes", s.cfg.ReadHoldBytes)
+		if err := r.release(false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // release yields the held entries that no open entry precedes (all of
@@ -343,6 +390,7 @@ func (r *reader) release(all bool) error {
 			break
 		}
 		n++
+		r.heldBytes -= int64(len(e.Data))
 		r.stats.Entries++
 		r.stats.EntryBytes += int64(len(e.Data))
 		if !r.yield(e, nil) {

@@ -82,21 +82,35 @@ type done struct {
 // with no open entry is an orphan. Data of open
 // entries is copied, so callers may reuse the buffers they pass in.
 type Assembler struct {
-	open map[uint64]*pending
-	last map[uint64]done
+	open      map[uint64]*pending
+	openBytes int64 // data held by the open entries
+	last      map[uint64]done
+	cut       map[uint64]cutEntry // per region: the entry Cut gave up, until the region's next entry
+}
+
+// cutEntry is what the assembler remembers of an entry that Cut gave up,
+// to tell a later part of it (the entry was not incomplete) from a
+// duplicate of a part it had.
+type cutEntry struct {
+	hdr   Header // of the first part; Seq is the next part expected
+	first int64
 }
 
 // NewAssembler returns an empty assembler.
 func NewAssembler() *Assembler {
-	return &Assembler{open: make(map[uint64]*pending), last: make(map[uint64]done)}
+	return &Assembler{open: make(map[uint64]*pending), last: make(map[uint64]done), cut: make(map[uint64]cutEntry)}
 }
 
 // Add takes the part decoded from the record at offset. It returns an error
-// (wrapping ErrChecksum or ErrMalformed) only when a completed entry fails
-// its end-to-end check; the entry is then discarded.
+// when a completed entry fails its end-to-end check (wrapping ErrChecksum
+// or ErrMalformed; the entry is then discarded), and when a part continues
+// an entry that Cut gave up (wrapping ErrCutShort).
 func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	var st Step
 	pe := a.open[p.Region]
+	if p.Kind == KindWhole || p.Kind == KindFirst {
+		delete(a.cut, p.Region) // the region's writer went on to another entry
+	}
 	switch p.Kind {
 	case KindWhole:
 		if pe != nil {
@@ -121,10 +135,20 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		hdr := p.Header
 		hdr.Seq = 1
 		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size)}
+		a.openBytes += int64(len(p.Data))
 		return st, nil
 	}
 
 	// Middle or last part.
+	if c, ok := a.cut[p.Region]; ok && pe == nil && sameEntry(c.hdr, p.Header) {
+		if p.Seq < c.hdr.Seq {
+			return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
+		}
+		delete(a.cut, p.Region)
+		return Step{Drop: Drop{Reason: DropIncomplete, Region: p.Region, First: c.first, Last: offset}, Dropped: true},
+			fmt.Errorf("%w: entry of region %d at offset %d (%d bytes) goes on at offset %d (part %d)",
+				ErrCutShort, p.Region, c.first, c.hdr.Size, offset, p.Seq)
+	}
 	if pe == nil {
 		if d, ok := a.last[p.Region]; ok && d.split && d.size == p.Size && d.crc == p.EntryCRC && p.Seq <= d.lastSeq {
 			return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
@@ -144,12 +168,14 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
 	}
 	pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
+	a.openBytes += int64(len(p.Data))
 	pe.last = offset
 	pe.hdr.Seq++
 	if p.Kind == KindMiddle {
 		return st, nil
 	}
 	delete(a.open, p.Region)
+	a.openBytes -= int64(len(pe.data))
 	a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC, lastSeq: p.Seq, split: true}
 	if uint64(len(pe.data)) != uint64(pe.hdr.Size) {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
@@ -176,6 +202,7 @@ func (a *Assembler) Open() []Drop {
 
 func (a *Assembler) abandon(region uint64, pe *pending, last int64) Drop {
 	delete(a.open, region)
+	a.openBytes -= int64(len(pe.data))
 	return Drop{Reason: DropIncomplete, Region: region, First: pe.first, Last: max(pe.last, last)}
 }
 

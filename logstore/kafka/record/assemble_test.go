@@ -419,3 +419,42 @@ func TestAssembleGrowsToSize(t *testing.T) {
 		assert.Equal(t, size, cap(got), "the assembled entry holds no slack")
 	}
 }
+
+// TestAssembleCut: OpenBytes counts the open entries' data; Cut gives up
+// the oldest open entry (a reader's memory bound), a repeat of a part it
+// had is a duplicate, a later part of it fails with ErrCutShort (it was
+// not incomplete: nothing is lost silently), and the region's next entry
+// forgets the cut one.
+func TestAssembleCut(t *testing.T) {
+	a := mustSplit(t, 1, []byte("AAAAAAAAAA"), lim4) // 3 parts
+	b := mustSplit(t, 2, []byte("BBBBBBBB"), lim4)   // 2 parts
+	f := newFeeder(t, 0)
+	_, ok := f.a.Cut()
+	require.False(t, ok, "nothing open")
+	assertStep(t, Step{}, f.add(a[0])) // 0
+	assertStep(t, Step{}, f.add(b[0])) // 1
+	assertStep(t, Step{}, f.add(a[1])) // 2
+	require.EqualValues(t, 12, f.a.OpenBytes())
+	d, ok := f.a.Cut()
+	require.True(t, ok)
+	require.Equal(t, Drop{Reason: DropIncomplete, Region: 1, First: 0, Last: 2}, d)
+	require.EqualValues(t, 4, f.a.OpenBytes())
+	lo, open := f.a.MinOpenFirst()
+	require.True(t, open)
+	require.EqualValues(t, 1, lo)
+	assertStep(t, dropStep(DropDuplicate, 1, 3, 3), f.add(a[1]))       // 3: a retry's copy
+	assertStep(t, entryStep(2, 1, 4, []byte("BBBBBBBB")), f.add(b[1])) // 4
+	require.Zero(t, f.a.OpenBytes())
+	_, err := f.a.Add(5, roundTrip(t, a[2]))
+	require.ErrorIs(t, err, ErrCutShort)
+	require.Contains(t, err.Error(), "region 1 at offset 0")
+
+	// Cut again; the region's next entry makes its later parts plain orphans.
+	f = newFeeder(t, 0)
+	f.add(a[0])
+	_, ok = f.a.Cut()
+	require.True(t, ok)
+	w := mustSplit(t, 1, []byte("w"), lim4)[0]
+	assertStep(t, entryStep(1, 1, 1, []byte("w")), f.add(w))
+	assertStep(t, dropStep(DropOrphan, 1, 2, 2), f.add(a[1]))
+}

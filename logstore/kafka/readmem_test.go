@@ -1,0 +1,121 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/testutil"
+)
+
+// TestReadHoldBound protects the read's memory bound (Config.ReadMemoryBound):
+// an abandoned split entry (its first part only, its writer died) followed
+// by much traffic of another region that the same ReadRegions replays. The
+// read gives the open entry up once it holds ReadHoldBytes, yields every
+// entry of the other region, and its live heap, measured in the loop body,
+// stays under the bound (holding every entry behind the open one until the
+// read ends would take the whole 16 MiB). Not parallel: it measures the
+// process's heap.
+func TestReadHoldBound(t *testing.T) {
+	brokers := testutil.RealBrokers()
+	if brokers == nil {
+		// kfake takes franz-go's client telemetry pushes (KIP-714), whose
+		// 8 MiB lz4 buffers would show in the heap at random moments; a
+		// broker without the telemetry APIs gets none (as Kafka without a
+		// metrics reporter).
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(int16(kmsg.GetTelemetrySubscriptions), -1)
+		v.SetMaxKeyVersion(int16(kmsg.PushTelemetry), -1)
+		brokers = testutil.NewCluster(t, kfake.MaxVersions(v)).ListenAddrs()
+	}
+	var bound int64
+	const fetchMax = 256 << 10
+	s := openStore(t, brokers, func(cfg *kafka.Config) {
+		cfg.MaxBatchBytes = 64 << 10
+		cfg.FetchMaxBytes = fetchMax
+		cfg.ReadHoldBytes = 1 << 20
+		bound = cfg.ReadMemoryBound()
+	})
+	ctx := context.Background()
+	topic := newTopic(t)
+	require.NoError(t, s.CreateNamespace(ctx, topic))
+	rng := rand.New(rand.NewPCG(14, 4))
+	abandoned := partRecords(t, topic, 1, payload(rng, 200<<10), 64<<10)
+	rawProduce(t, brokers, abandoned[0])
+	const entries, size = 512, 32 << 10
+	var sum int64
+	for call := range entries / 8 {
+		batch := make([]logstore.Entry, 8)
+		for i := range batch {
+			d := payload(rng, size)
+			d[0] = byte(call*8 + i)
+			sum += int64(d[0])
+			batch[i] = logstore.Entry{Namespace: topic, Region: 2, Data: d}
+		}
+		_, err := s.AppendBatch(ctx, batch)
+		require.NoError(t, err)
+	}
+
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	base := heap()
+	var peak, got, gotSum int64
+	for e, err := range s.ReadRegions(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0, 2: 0}) {
+		require.NoError(t, err)
+		require.EqualValues(t, 2, e.Region, "the abandoned entry is never yielded")
+		require.Len(t, e.Data, size)
+		gotSum += int64(e.Data[0])
+		if got%32 == 0 {
+			peak = max(peak, heap()-base)
+		}
+		got++
+	}
+	require.EqualValues(t, entries, got)
+	require.Equal(t, sum, gotSum)
+	t.Logf("read of %d MiB: peak live heap growth %.2f MiB, bound %.2f MiB", entries*size>>20, float64(peak)/(1<<20), float64(bound)/(1<<20))
+	// Slack: kfake serves from this process, building up to two responses
+	// of its own; 2 MiB for the runtime, the race detector and the test.
+	require.Less(t, peak, bound+2*fetchMax+2<<20, "live heap growth over ReadMemoryBound")
+}
+
+// TestReadHoldExceededFails protects against silent loss by the bound: an
+// entry larger than ReadHoldBytes is given up while it is read, and when
+// its next part turns up the read fails with ErrHoldExceeded naming it,
+// never skipping it silently; with a larger bound the same entry reads.
+func TestReadHoldExceededFails(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	small := openStore(t, brokers, func(cfg *kafka.Config) {
+		cfg.MaxBatchBytes = 64 << 10
+		cfg.FetchMaxBytes = 256 << 10
+		cfg.ReadHoldBytes = 256 << 10
+	})
+	ctx := context.Background()
+	topic := newTopic(t)
+	big := payload(rand.New(rand.NewPCG(1, 2)), 1<<20)
+	res, err := small.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 3, Data: big}})
+	require.NoError(t, err)
+	got, err := readErr(small.Read(ctx, topic, 3, 0))
+	require.ErrorIs(t, err, kafka.ErrHoldExceeded)
+	require.Empty(t, got)
+	require.Contains(t, err.Error(), "region 3 at offset 0")
+
+	large := openStore(t, brokers, func(cfg *kafka.Config) { cfg.MaxBatchBytes = 64 << 10 })
+	got = collect(t, large.Read(ctx, topic, 3, 0))
+	require.Len(t, got, 1)
+	require.True(t, bytes.Equal(big, got[0].Data))
+	require.Equal(t, res.LastEntryIDs[3], got[0].ID)
+}
