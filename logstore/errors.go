@@ -39,3 +39,25 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // Unwrap returns the cause.
 func (e *CorruptError) Unwrap() error { return e.Err }
+
+// MissingError reports offsets that the log should hold but does not: a
+// gap between the records of the range a read covered (records deleted
+// from the middle of the log, by compaction or damage), or records that an
+// index knew of and the log no longer has (a truncated log, lost broker
+// data, a topic recreated under the store). Entries there are lost; the
+// read does not go on as if they never existed. It matches ErrCorrupt with
+// errors.Is.
+type MissingError struct {
+	Namespace string
+	// From and To bound the missing offsets: [From, To).
+	From, To int64
+	// Why says how the read found out.
+	Why string
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("logstore: namespace %q: offsets [%d, %d) are missing from the log: %s", e.Namespace, e.From, e.To, e.Why)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *MissingError) Is(target error) bool { return target == ErrCorrupt }

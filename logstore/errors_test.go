@@ -36,5 +36,13 @@ func TestTypedErrorsMatchSentinels(t *testing.T) {
 	require.Equal(t, int64(1234), c.Offset)
 	require.Contains(t, ce.Error(), "offset 1234")
 
+	me := fmt.Errorf("replay: %w", &logstore.MissingError{Namespace: "wal_1", From: 100, To: 150, Why: "gap"})
+	require.ErrorIs(t, me, logstore.ErrCorrupt)
+	require.NotErrorIs(t, me, logstore.ErrPruned)
+	var m *logstore.MissingError
+	require.ErrorAs(t, me, &m)
+	require.Equal(t, int64(150), m.To)
+	require.Contains(t, me.Error(), "offsets [100, 150) are missing")
+
 	require.False(t, errors.Is(logstore.ErrClosed, logstore.ErrCorrupt))
 }

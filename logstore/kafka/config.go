@@ -292,9 +292,14 @@ func (c Config) Validate() error {
 	if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
 		bad("ReplicationFactor", "%d must be -1 (broker default) or >= 1", c.ReplicationFactor)
 	}
-	for k := range c.TopicConfigs {
+	for k, v := range c.TopicConfigs {
 		if k == "" {
 			bad("TopicConfigs", "empty config name")
+		}
+		if k == "cleanup.policy" && strings.Contains(v, "compact") {
+			// Compaction deletes records from the middle of the log: reads
+			// would find offsets missing and fail (see MissingError).
+			bad("TopicConfigs", "cleanup.policy %q: kwal's logs must not be compacted (it deletes entries that are still needed)", v)
 		}
 	}
 	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {

@@ -45,7 +45,10 @@ type fetched struct {
 	from int64 // the offset fetched at
 	fp   kgo.FetchPartition
 	next int64 // the offset after the last record processed
-	err  error
+	// control are the offsets of the control batches (transaction markers)
+	// in the response: they hold no record, and are no gap.
+	control []span
+	err     error
 }
 
 // prefetchDepth bounds the indexed ranges whose first fetch is in flight
@@ -174,7 +177,7 @@ func (f *fetcher) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- 
 			if res.bytes > 0 {
 				f.learnRecordSize(res.bytes, res.next-off)
 			}
-			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
+			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next, control: res.control}) || res.fp.Err != nil {
 				return
 			}
 			off = res.next
@@ -237,11 +240,12 @@ func (f *fetcher) refreshLeader(ctx context.Context) error {
 
 // fetchResult is one fetch request's outcome.
 type fetchResult struct {
-	fp    kgo.FetchPartition
-	next  int64
-	bytes int   // record batch bytes fetched
-	retry error // a retriable failure: fetch again (after a leader lookup)
-	err   error // a final failure
+	fp      kgo.FetchPartition
+	next    int64
+	control []span // offsets of the control batches fetched (see controlSpans)
+	bytes   int    // record batch bytes fetched
+	retry   error  // a retriable failure: fetch again (after a leader lookup)
+	err     error  // a final failure
 }
 
 // fetchOnce issues one fetch request at off to the given leader. It touches
@@ -285,7 +289,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, t
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset: off, Topic: f.topic, Partition: partition,
 		}, rp, kgo.DefaultDecompressor(), nil)
-		return fetchResult{fp: fp, next: next, bytes: n}
+		return fetchResult{fp: fp, next: next, bytes: n, control: controlSpans(rp.RecordBatches)}
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return fetchResult{err: f.outOfRange(ctx, off, perr)}
 	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):

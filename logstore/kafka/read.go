@@ -34,6 +34,9 @@ type ReadStats struct {
 	EntryBytes   int64 // data bytes of the entries yielded
 	ScanRanges   int   // planned ranges read by scanning
 	IndexRanges  int   // planned ranges read through the index
+	// Missing counts offsets found missing from the log (skipped with
+	// SkipCorrupt; without it the read fails with a MissingError).
+	Missing int64
 }
 
 // Read yields the region's entries with ID >= from, in log order, up to the
@@ -171,12 +174,21 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 		r.from[uint64(region)] = off
 		lo = min(lo, off)
 	}
+	// lostErr reports records of the read's regions that the index knew
+	// of past the log's end: the read yields what the log still has, then
+	// fails with it. Checked first, so that a read from past the log's end
+	// fails too.
+	var lostErr error
+	if s.index != nil {
+		if w, lost := s.startIndexForRead(r.topic, r.gen, start, end); lost {
+			lostErr = r.lostTail(end, w)
+		}
+	}
 	if lo >= end {
-		return nil
+		return lostErr
 	}
 	var plan index.Plan
 	if s.index != nil && !r.opts.NoIndex {
-		s.startIndexForRead(r.topic, r.gen, start, end)
 		plan = s.index.Plan(r.topic, r.from, end)
 	} else {
 		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
@@ -199,7 +211,7 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 		s.log.Info("kwal: entry not complete at the end of the read; not yielded",
 			"topic", r.topic, "region", d.Region, "first_offset", d.First, "last_offset", d.Last, "read_end", end)
 	}
-	return nil
+	return lostErr
 }
 
 // maxScanRuns bounds the runs a scan accumulates for the index before it
@@ -258,8 +270,13 @@ func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range)
 			if rec.Offset >= rg.End {
 				break
 			}
-			if rg.Scan && rec.Offset > off {
-				runs = index.AppendRun(runs, index.Run{Start: off, Count: rec.Offset - off, Foreign: true})
+			if rec.Offset > off {
+				if err := r.gap(off, rec.Offset, f.control); err != nil {
+					return err
+				}
+				if rg.Scan {
+					runs = index.AppendRun(runs, index.Run{Start: off, Count: rec.Offset - off, Foreign: true})
+				}
 			}
 			region, kwal, err := r.handle(rec)
 			if rg.Scan {
@@ -273,9 +290,12 @@ func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range)
 		if f.fp.Err != nil {
 			return &logstore.CorruptError{Namespace: r.topic, Offset: f.next, Err: f.fp.Err}
 		}
-		// Offsets up to next that returned no record (transaction markers,
-		// compacted records) hold no entry.
+		// Offsets up to next that returned no record must be transaction
+		// markers (see gap).
 		if end := min(f.next, rg.End); end > off {
+			if err := r.gap(off, end, f.control); err != nil {
+				return err
+			}
 			if rg.Scan {
 				runs = index.AppendRun(runs, index.Run{Start: off, Count: end - off, Foreign: true})
 			}
@@ -402,18 +422,36 @@ func (r *reader) release(all bool) error {
 	return nil
 }
 
-// startIndexForRead lets the index check its coverage against the log's
-// bounds (a topic recreated while this process was down has an end below
-// the persisted watermark), unless the topic was dropped since the read
-// began (see indexGate). Only while the topic has no producer: a
-// producer's acknowledgements could be newer than end, and its creation
-// made the same check with a fresh end. The store lock keeps a producer
-// from being created in between.
-func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64) {
+// startIndexForRead lets the index learn the log's bounds (a log start
+// raised by retention), unless the topic was dropped since the read began
+// (see indexGate). Only while the topic has no producer: a producer's
+// acknowledgements could be newer than end, and its creation made the same
+// check with a fresh end. The store lock keeps a producer from being
+// created in between.
+//
+// When the log ends below the index's watermark w, records the index knew
+// of are gone from the log: it returns w and true, and leaves the index as
+// it is, so that every read of an affected region fails (see lostTail)
+// rather than only the first (Start would discard the coverage, and with
+// it the knowledge). A producer's Start discards it: new records reuse the
+// lost offsets.
+func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64) (w int64, lost bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.producers[topic]; ok {
-		return
+		return 0, false
+	}
+	if g, ok := s.index.(watermarker); ok {
+		if w, covered := g.Watermark(topic); covered && w > end {
+			return w, true
+		}
 	}
 	s.gate.update(topic, gen, func() { s.index.Start(topic, start, end) })
+	return 0, false
+}
+
+// watermarker is what startIndexForRead needs from the index;
+// *index.Global has it.
+type watermarker interface {
+	Watermark(topic string) (int64, bool)
 }

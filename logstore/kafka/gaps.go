@@ -1,0 +1,119 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/kwal/kwal/logstore"
+)
+
+// Offsets of a kwal topic are contiguous: kwal's producers are idempotent
+// and not transactional, topics are created with cleanup.policy=delete
+// (Validate refuses compaction), and the log only loses a prefix (retention,
+// Prune). So an offset inside the range a read covers either holds a record
+// or belongs to a control batch (a transaction marker another program
+// wrote); anything else was deleted from the middle of the log (damage,
+// compaction turned on by hand), and the entries there are lost. Likewise
+// the log never ends below an offset the store's index accounted for,
+// unless the log lost its tail (a truncated or damaged segment, unclean
+// leader election) or the topic was recreated. The reader checks both and
+// fails with a logstore.MissingError naming the offsets (or, with
+// SkipCorrupt, counts and logs them), rather than go on as if the entries
+// had never been written.
+
+// span is the offsets [from, to).
+type span struct{ from, to int64 }
+
+// controlSpans returns the offsets of the complete control batches in a
+// fetch response's record batches. Every batch format frames a batch as
+// base offset (8 bytes), length (4) and that many bytes; in format 2 (the
+// only one with control batches) the attributes sit at bytes 21-22 (bit
+// 0x20: control) and the last offset delta at bytes 23-26.
+func controlSpans(raw []byte) []span {
+	var out []span
+	for len(raw) >= 27 {
+		base := int64(binary.BigEndian.Uint64(raw[0:8]))
+		size := int64(int32(binary.BigEndian.Uint32(raw[8:12])))
+		if size < 15 || 12+size > int64(len(raw)) {
+			break // a partial batch at the end of the response
+		}
+		if raw[16] == 2 && binary.BigEndian.Uint16(raw[21:23])&0x20 != 0 {
+			last := int64(int32(binary.BigEndian.Uint32(raw[23:27])))
+			out = append(out, span{from: base, to: base + last + 1})
+		}
+		raw = raw[12+size:]
+	}
+	return out
+}
+
+// gap checks offsets [from, to) that the response held no record for: they
+// must all be control batches' offsets. Otherwise the read fails with a
+// MissingError naming the first missing run, or, with SkipCorrupt, counts
+// every missing offset and logs each run.
+func (r *reader) gap(from, to int64, control []span) error {
+	for from < to {
+		covered := false
+		for _, c := range control {
+			if c.from <= from && from < c.to {
+				from, covered = min(c.to, to), true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		// The missing run ends at the next control batch, or at to.
+		end := to
+		for _, c := range control {
+			if c.from > from && c.from < end {
+				end = c.from
+			}
+		}
+		if !r.s.cfg.SkipCorrupt {
+			return &logstore.MissingError{Namespace: r.topic, From: from, To: end,
+				Why: fmt.Sprintf("the fetched records jump from offset %d to %d, and no transaction marker fills the gap (records deleted from the middle of the log)", from, end)}
+		}
+		r.missing(end-from, from, end, "gap in the log")
+		from = end
+	}
+	return nil
+}
+
+// missing counts and logs n missing offsets within [from, to), skipped
+// under SkipCorrupt.
+func (r *reader) missing(n, from, to int64, why string) {
+	r.stats.Missing += n
+	r.s.metrics.skipped.WithLabelValues("missing").Add(float64(n))
+	r.s.log.Warn("kwal: offsets missing from the log; their entries are lost", "topic", r.topic, "from", from, "to", to, "why", why)
+}
+
+// lostTail is called when the log ends (at end) below the index's
+// watermark w: records the index knew of are gone. A read of regions with
+// records in [end, w) fails with a MissingError, or, with SkipCorrupt,
+// counts and logs them; a read of other regions goes on.
+func (r *reader) lostTail(end, w int64) error {
+	from := make(map[uint64]int64, len(r.from))
+	for region, off := range r.from {
+		from[region] = max(off, end)
+	}
+	var lost []span
+	var n int64
+	for _, rg := range r.s.index.Plan(r.topic, from, w).Ranges {
+		if !rg.Scan {
+			lost = append(lost, span{rg.Start, rg.End})
+			n += rg.End - rg.Start
+		}
+	}
+	r.s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost (a truncated or damaged log, or a recreated topic)",
+		"topic", r.topic, "log_end", end, "index_watermark", w, "read_regions_affected", len(lost) > 0)
+	if len(lost) == 0 {
+		return nil
+	}
+	why := fmt.Sprintf("the log ends at offset %d, but the index knows of records of the regions read at offsets [%d, %d) (a truncated or damaged log, lost broker data, or a recreated topic)",
+		end, lost[0].from, lost[len(lost)-1].to)
+	if !r.s.cfg.SkipCorrupt {
+		return &logstore.MissingError{Namespace: r.topic, From: end, To: w, Why: why}
+	}
+	r.missing(n, lost[0].from, lost[len(lost)-1].to, why)
+	return nil
+}
