@@ -461,6 +461,7 @@ func addStats(dst *kafka.ReadStats, s kafka.ReadStats) {
 	dst.EntryBytes += s.EntryBytes
 	dst.ScanRanges += s.ScanRanges
 	dst.IndexRanges += s.IndexRanges
+	dst.Missing += s.Missing
 }
 
 func (a *app) printDemo(o demoOpts, s *session, topics []string, r *demoResult, problems *problemList) {

@@ -62,6 +62,10 @@ type regionIndex struct {
 	// InLog is the number of the region's records found in the log (only
 	// when the log was scanned).
 	InLog *int64 `json:"records_in_log,omitempty"`
+	// InLogIndexed counts the region's records in the log that the index
+	// should hold: in the accounted span, at or above the Obsolete point.
+	// It must equal Records (only when the log was scanned).
+	InLogIndexed *int64 `json:"records_in_log_indexed_span,omitempty"`
 }
 
 // inspectIndex loads the index checkpointed in dir (read-only) and
@@ -116,6 +120,20 @@ type logScan struct {
 	regions    map[uint64]int64 // records per region
 	foreign    int64
 	corrupt    int64
+	// inSpan counts, per region, the records that the index should hold
+	// (see indexedSpan); nil when no span was given.
+	inSpan map[uint64]int64
+}
+
+// indexedSpan says which of a namespace's offsets its index should hold: the
+// accounted span [c, w), per region from its Obsolete point on.
+type indexedSpan struct {
+	c, w     int64
+	obsolete map[uint64]int64
+}
+
+func (sp *indexedSpan) holds(region uint64, off int64) bool {
+	return off >= sp.c && off < sp.w && off >= sp.obsolete[region]
 }
 
 func (l *logScan) regionList() []uint64 {
@@ -128,15 +146,22 @@ func (l *logScan) regionList() []uint64 {
 }
 
 // scanLog reads every record of the namespace with a raw consumer and
-// counts the records of each region.
-func scanLog(ctx context.Context, s *session, ns string) (*logScan, error) {
+// counts the records of each region (and, with span, of each region in the
+// span the index should hold).
+func scanLog(ctx context.Context, s *session, ns string, span *indexedSpan) (*logScan, error) {
 	ls := &logScan{regions: map[uint64]int64{}}
+	if span != nil {
+		ls.inSpan = map[uint64]int64{}
+	}
 	var err error
 	ls.start, ls.end, err = consumeTopic(ctx, s, ns, 0, func(rec *kgo.Record) bool {
 		p, derr := record.Decode(rec.Key, rec.Value)
 		switch {
 		case derr == nil:
 			ls.regions[p.Region]++
+			if span != nil && span.holds(p.Region, rec.Offset) {
+				ls.inSpan[p.Region]++
+			}
 		case errors.Is(derr, record.ErrNotKwal):
 			ls.foreign++
 		default:
@@ -198,6 +223,16 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 	} else {
 		topics = g.Topics()
 	}
+	spans := map[string]*indexedSpan{}
+	for _, t := range topics {
+		if ts, ok := g.Stats(t, true); ok && ts.Covered {
+			sp := &indexedSpan{c: ts.C, w: ts.W, obsolete: map[uint64]int64{}}
+			for _, rs := range ts.Regions {
+				sp.obsolete[rs.Region] = rs.ObsoleteBelow
+			}
+			spans[t] = sp
+		}
+	}
 	_ = g.Close(ctx)
 	if len(topics) == 0 {
 		fmt.Fprintf(a.stdout, "no index checkpoints in %s\n", dir)
@@ -219,7 +254,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		}
 		defer s.Close()
 		for _, t := range topics {
-			ls, err := scanLog(ctx, s, t)
+			ls, err := scanLog(ctx, s, t, spans[t])
 			if err != nil {
 				if errors.Is(err, kafka.ErrUnknownNamespace) {
 					a.log.Warn("namespace has an index but no topic", "namespace", t)
@@ -235,6 +270,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 	if err != nil {
 		return err
 	}
+	disagree := 0
 	for i := range infos {
 		ti := &infos[i]
 		if ls := scans[ti.Namespace]; ls != nil {
@@ -243,6 +279,13 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 			for j := range ti.Regions {
 				n := ls.regions[ti.Regions[j].Region]
 				ti.Regions[j].InLog = &n
+				if ls.inSpan != nil {
+					k := ls.inSpan[ti.Regions[j].Region]
+					ti.Regions[j].InLogIndexed = &k
+				}
+			}
+			if ti.disagrees() {
+				disagree++
 			}
 		}
 		if asJSON {
@@ -253,7 +296,25 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		}
 		a.printTopicIndex(ti, maxShown)
 	}
+	if disagree > 0 {
+		return mismatchError("index show: the index and the log disagree for %d of %d namespaces (records missing from the log, or an index that does not match it)", disagree, len(infos))
+	}
 	return nil
+}
+
+// disagrees reports whether the scanned log contradicts the index: it ends
+// below the watermark, or holds a different number of a region's records in
+// the span the index accounts for.
+func (ti *topicIndex) disagrees() bool {
+	if ti.LogEnd != nil && *ti.LogEnd < ti.Watermark {
+		return true
+	}
+	for _, r := range ti.Regions {
+		if r.InLogIndexed != nil && *r.InLogIndexed != r.Records {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
@@ -273,6 +334,15 @@ func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
 		}
 	}
 	fmt.Fprintln(w)
+	if ti.LogEnd != nil && *ti.LogEnd < ti.Watermark {
+		fmt.Fprintf(w, "  MISSING: the log ends at offset %d, below the watermark %d: records the index knows of at offsets [%d, %d) are gone from the log (a truncated or damaged log, lost broker data, or a recreated topic); reads of the regions that had records there fail with ErrCorrupt\n",
+			*ti.LogEnd, ti.Watermark, *ti.LogEnd, ti.Watermark)
+	}
+	for _, r := range ti.Regions {
+		if r.InLogIndexed != nil && *r.InLogIndexed != r.Records {
+			fmt.Fprintf(w, "  MISMATCH region %d: the index holds %d records in [%d, %d), the log %d\n", r.Region, r.Records, ti.From, ti.Watermark, *r.InLogIndexed)
+		}
+	}
 	var total int64
 	for _, r := range ti.Regions {
 		total += r.Records
@@ -385,7 +455,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	ls, err := scanLog(ctx, s, ns)
+	ls, err := scanLog(ctx, s, ns, nil)
 	if err != nil {
 		return err
 	}
@@ -447,6 +517,13 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 		len(regions), idxStats.Entries, roundDur(idxTime), idxStats.Fetches, humanBytes(idxStats.FetchedBytes), idxStats.IndexRanges, idxStats.ScanRanges)
 	fmt.Fprintf(w, "full scan:     %d entries in %v (%d fetches, %s fetched)\n",
 		scanStats.Entries, roundDur(scanTime), scanStats.Fetches, humanBytes(scanStats.FetchedBytes))
+	// The reads skip (SkipCorrupt) but count offsets missing from the log:
+	// gaps between its records, or records the index knew of past its end.
+	if idxStats.Missing+scanStats.Missing > 0 {
+		fmt.Fprintf(w, "MISSING: offsets that should hold records are missing from the log (counted by the indexed reads: %d, by the full scan: %d; log end %d; the errors logged above name them): their entries are lost\n",
+			idxStats.Missing, scanStats.Missing, ls.end)
+		return mismatchError("index verify %s: records are missing from the log (and %d of %d regions differ)", ns, bad, len(regions))
+	}
 	if bad > 0 {
 		return mismatchError("index verify %s: %d of %d regions differ", ns, bad, len(regions))
 	}

@@ -292,6 +292,14 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 		if err != nil {
 			return err
 		}
+		if g, ok := s.index.(watermarker); ok {
+			if w, covered := g.Watermark(topic); covered && w > end {
+				// The index is discarded now (new records reuse the offsets),
+				// and with it what made reads of the lost entries fail.
+				s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost; writing resumes at the log's end and the index forgets them",
+					"topic", topic, "log_end", end, "index_watermark", w)
+			}
+		}
 		s.index.Start(topic, start, end)
 	}
 	return nil
