@@ -13,6 +13,7 @@ import (
 
 	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -21,6 +22,9 @@ const (
 	exitOK       = 0
 	exitError    = 1 // the command failed
 	exitMismatch = 2 // a check found data that differs (demo, index verify)
+	// exitInterrupted is the shells' status of a command ended by SIGINT
+	// (128+2): the command stopped at Ctrl-C and said what it had done.
+	exitInterrupted = 130
 )
 
 // exitErr carries a specific exit code.
@@ -38,6 +42,15 @@ func mismatchError(format string, args ...any) error {
 	return &exitErr{code: exitMismatch, err: fmt.Errorf(format, args...)}
 }
 
+// defaultDataDir is --data-dir's default.
+const defaultDataDir = "./kwal-data"
+
+// interruptedError reports a command stopped by Ctrl-C (or SIGTERM): one
+// line saying what it was doing and what it had done.
+func interruptedError(format string, args ...any) error {
+	return &exitErr{code: exitInterrupted, err: fmt.Errorf(format, args...)}
+}
+
 // app is one invocation of the command: its outputs, its environment and
 // the flags every subcommand shares.
 type app struct {
@@ -49,6 +62,11 @@ type app struct {
 
 	g   globalFlags
 	log *slog.Logger
+	// cmdPath is the running command ("kwal demo"), recorded as the owner
+	// of the data directory's lock.
+	cmdPath string
+	// limits holds the range of every numeric flag (limits.go).
+	limits map[*pflag.Flag]limit
 }
 
 // globalFlags are the persistent flags of the root command.
@@ -113,7 +131,7 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	}
 	// The logger writes from franz-go's goroutines too: one lock orders
 	// every write to stderr.
-	a := &app{stdout: stdout, stderr: &syncWriter{w: stderr}, getenv: getenv}
+	a := &app{stdout: stdout, stderr: &syncWriter{w: stderr}, getenv: getenv, limits: map[*pflag.Flag]limit{}}
 	a.interactive = func() bool {
 		f, ok := stderr.(*os.File)
 		return ok && term.IsTerminal(int(f.Fd()))
@@ -128,10 +146,14 @@ command plays a datanode (demo), measures kwal against a raw franz-go producer
 
 Brokers: with no --brokers, kwal starts an embedded in-process Kafka (kfake)
 that keeps its data on disk under --data-dir (<data-dir>/kafka), so that
-later commands see what earlier ones wrote. Do not run two kwal commands on
-one data dir at the same time. With --brokers, any Kafka is used.
+later commands see what earlier ones wrote. The data dir belongs to one
+command at a time (an OS file lock): a second command on it fails at once,
+naming the process that holds it and the address its broker listens on.
+With --brokers, any Kafka is used.
 
-The region index is kept in --index-dir (default <data-dir>/index).
+The region index is kept in --index-dir: by default <data-dir>/index for the
+embedded broker and <data-dir>/index-<brokers> with --brokers, so that the
+indexes of different clusters never mix.
 
 Environment: every flag can also be set from an environment variable named
 KWAL_ followed by the flag's name in upper case with '-' turned into '_':
@@ -140,7 +162,8 @@ KWAL_ followed by the flag's name in upper case with '-' turned into '_':
 its variable. Prefer KWAL_SASL_PASSWORD to --sasl-password (command lines
 are visible to other users); the password is never printed.
 
-Exit codes: 0 success, 1 error, 2 a check found differing data.`
+Exit codes: 0 success, 1 error, 2 a check found differing data, 130
+interrupted (Ctrl-C; the command says what it had done).`
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -160,7 +183,7 @@ func (a *app) rootCmd() *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringSliceVar(&a.g.brokers, "brokers", nil, "seed brokers host:port, comma-separated; empty starts an embedded broker")
-	pf.StringVar(&a.g.dataDir, "data-dir", "./kwal-data", "directory of the embedded broker's data (<data-dir>/kafka) and of the default index dir")
+	pf.StringVar(&a.g.dataDir, "data-dir", defaultDataDir, "directory of the embedded broker's data (<data-dir>/kafka) and of the default index dir")
 	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index)")
 	pf.BoolVar(&a.g.tls, "tls", false, "connect to the brokers with TLS (implied by the other --tls-* flags)")
 	pf.StringVar(&a.g.tlsCA, "tls-ca", "", "PEM file of the CA certificates to trust (default: system roots)")
@@ -176,6 +199,10 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.DurationVar(&a.g.dialTimeout, "dial-timeout", def.DialTimeout, "bound of opening a connection to a broker")
 	pf.DurationVar(&a.g.produceTimeout, "produce-timeout", def.ProduceTimeout, "bound of one produce request")
 	pf.StringVar(&a.g.logLevel, "log-level", "warn", "log level to stderr: debug, info, warn or error")
+	const longWait = "a longer wait only hides a broker that is gone"
+	a.boundDuration(pf, "request-timeout", time.Millisecond, time.Hour, longWait)
+	a.boundDuration(pf, "dial-timeout", time.Millisecond, time.Hour, longWait)
+	a.boundDuration(pf, "produce-timeout", time.Millisecond, time.Hour, longWait)
 
 	root.AddCommand(
 		a.demoCmd(),
@@ -185,6 +212,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.indexCmd(),
 		a.namespacesCmd(),
 	)
+	a.annotateLimits()
 	annotateEnv(root)
 	return root
 }
@@ -192,7 +220,11 @@ func (a *app) rootCmd() *cobra.Command {
 // prepare runs before every subcommand: it fills flags from the
 // environment and sets up logging.
 func (a *app) prepare(cmd *cobra.Command) error {
+	a.cmdPath = cmd.CommandPath()
 	if err := applyEnv(cmd.Flags(), a.getenv); err != nil {
+		return err
+	}
+	if err := a.checkLimits(cmd); err != nil {
 		return err
 	}
 	var lvl slog.Level

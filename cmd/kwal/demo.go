@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,18 +20,27 @@ type demoOpts struct {
 	workloadFlags
 	duration     time.Duration
 	entries      int64
+	size         byteSize
 	keepPrevious bool
+
+	// Set by validate: how many entries the writers may append in all (0:
+	// no budget) and whether they also stop at --duration.
+	budget      int64
+	useDeadline bool
 }
 
 const demoLong = `demo plays a datanode against kwal, restarts it, and checks its replay.
 
 1. Appends: --writers goroutines append calls of --entries-per-call entries to
    --regions regions spread over --topics namespaces (region r lives in
-   namespace (r-1) mod topics; each writer owns its own regions), for
-   --duration or until --entries entries were acknowledged. A progress bar
-   (entries/s, MB/s) is drawn on stderr when it is a terminal and --quiet is
-   not set. Entry data is deterministic (a header "r<region>#<seq>;" and
-   pseudo-random bytes), so the check can rebuild it.
+   namespace (r-1) mod topics; each writer owns its own regions) until
+   --size bytes of entry data were acknowledged or --duration passed,
+   whichever comes first (or exactly --entries entries). By default that
+   is at most 256 MB, kept by the broker: with the embedded one, on disk in
+   <data-dir>/kafka (./kwal-data/kafka). A progress bar (entries/s, MB/s) is
+   drawn on stderr when it is a terminal and --quiet is not set. Entry data
+   is deterministic (a header "r<region>#<seq>;" and pseudo-random bytes),
+   so the check can rebuild it.
 2. Restart: the store is closed (the index is checkpointed) and reopened on
    the same brokers and index dir.
 3. Replay: every region is replayed with the index, one ReadRegions pass per
@@ -38,10 +49,12 @@ const demoLong = `demo plays a datanode against kwal, restarts it, and checks it
    the ID the call acknowledged. One region is also replayed by a full scan
    (no index) and both are timed (median of --replay-runs).
 4. Summary: entries and MB appended, throughput, p50/p99 append latency,
-   replay times indexed vs full scan and the speedup, the index on disk.
+   replay times indexed vs full scan and the speedup (with what it measured),
+   the index on disk, and commands to look further.
 
 Any difference is reported (namespace, region, ID, what differs) and the
-command exits with status 2.
+command exits with status 2. Ctrl-C stops it within a second or two with one
+line saying what was done (exit status 130).
 
 Every run writes fresh namespaces named kwal-demo-<timestamp>-<n>, which it
 keeps for inspection (kwal dump / replay / index show). With the embedded
@@ -50,7 +63,7 @@ the start so the data dir does not grow without bound; --keep-previous
 keeps them. With --brokers nothing but this run's namespaces is touched.`
 
 func (a *app) demoCmd() *cobra.Command {
-	var o demoOpts
+	o := demoOpts{size: 256e6}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Play a datanode: append, restart, replay with the index and check every entry",
@@ -61,34 +74,74 @@ func (a *app) demoCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	o.register(f, workloadFlags{regions: 64, topics: 4, writers: 64, entrySize: 1024, perCall: 10, replayRuns: 1})
+	o.register(a, f, workloadFlags{regions: 64, topics: 4, writers: 64, entrySize: 1024, perCall: 10, replayRuns: 1})
+	a.bound(f, "entry-size", minDemoEntry, maxEntrySize, "every writer holds a call's entries in memory")
 	f.Lookup("seed").Usage += " (0: from the clock)"
-	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to append (ignored with --entries)")
-	f.Int64Var(&o.entries, "entries", 0, "append exactly this many entries instead of running for --duration")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "append for at most this long (ignored with --entries)")
+	a.boundDuration(f, "duration", 0, 24*time.Hour, "a longer run is a soak test: run your own load against kwal for that")
+	f.Var(&o.size, "size", "append at most this much entry data, e.g. 64MB or 1GiB; 0: until --duration (ignored with --entries)")
+	a.bound(f, "size", 0, 1<<40, "the demo is a demonstration, not a fill test")
+	f.Int64Var(&o.entries, "entries", 0, "append exactly this many entries instead (no --size or --duration)")
+	a.bound(f, "entries", 0, 1e9, "the demo keeps every append call's acknowledged ID to check the replay")
 	f.BoolVar(&o.keepPrevious, "keep-previous", false, "keep the namespaces of earlier demo runs (embedded broker)")
 	return cmd
 }
 
+// minDemoEntry leaves room in every entry for its "r<region>#<seq>;"
+// header, which the check reads.
+const minDemoEntry = 32
+
+// validate checks what the flags' ranges alone cannot, before anything
+// connects or is deleted.
 func (o *demoOpts) validate() error {
-	switch {
-	case o.regions < 1:
-		return fmt.Errorf("--regions must be >= 1")
-	case o.topics < 1 || o.topics > o.regions:
-		return fmt.Errorf("--topics must be in [1, regions]")
-	case o.writers < 1:
-		return fmt.Errorf("--writers must be >= 1")
-	case o.entrySize < 32:
-		return fmt.Errorf("--entry-size must be >= 32 (room for the entry header)")
-	case o.perCall < 1:
-		return fmt.Errorf("--entries-per-call must be >= 1")
-	case o.entries < 0:
-		return fmt.Errorf("--entries must not be negative")
-	case o.entries == 0 && o.duration <= 0:
-		return fmt.Errorf("--duration must be positive (or set --entries)")
-	case o.replayRuns < 1:
-		return fmt.Errorf("--replay-runs must be >= 1")
+	if o.topics > o.regions {
+		return fmt.Errorf("--topics %d is more than --regions %d: every namespace needs a region", o.topics, o.regions)
 	}
 	o.writers = min(o.writers, o.regions)
+	if err := checkMemory(int64(o.writers)*int64(o.perCall), int64(o.entrySize), "--writers × --entries-per-call"); err != nil {
+		return err
+	}
+	switch {
+	case o.entries > 0:
+		o.budget = o.entries
+	case o.size > 0:
+		o.budget = max(1, int64(o.size)/int64(o.entrySize))
+		o.useDeadline = o.duration > 0
+	case o.duration > 0:
+		o.useDeadline = true
+	default:
+		return fmt.Errorf("--duration and --size are both 0: set one of them (or --entries)")
+	}
+	return nil
+}
+
+// plannedBytes is the most entry data the run appends, or 0 when only
+// --duration bounds it.
+func (o *demoOpts) plannedBytes() int64 { return o.budget * int64(o.entrySize) }
+
+// checkDisk rejects a run that would not fit on the embedded broker's
+// disk: Kafka keeps the entry data plus about 10% of framing.
+func checkDisk(dir string, planned int64) error {
+	if planned == 0 {
+		return nil
+	}
+	probe := dir
+	for {
+		if _, err := os.Stat(probe); err == nil {
+			break
+		}
+		parent := filepath.Dir(probe)
+		if parent == probe {
+			return nil
+		}
+		probe = parent
+	}
+	free, ok := diskFree(probe)
+	need := uint64(planned) + uint64(planned)/10
+	if ok && need > free {
+		return fmt.Errorf("the run appends up to %s, which needs about %s in %s, but only %s is free: lower --size (or --entries)",
+			humanBytes(planned), humanBytes(int64(need)), dir, humanBytes(int64(free)))
+	}
 	return nil
 }
 
@@ -103,6 +156,7 @@ type demoResult struct {
 	replayAllStats   kafka.ReadStats
 	oneRegion        logstore.RegionID
 	oneNamespace     string
+	sharing          int // regions in oneNamespace
 	indexed, scanned time.Duration
 	indexedStats     kafka.ReadStats
 	scannedStats     kafka.ReadStats
@@ -122,6 +176,11 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 		return err
 	}
 	defer s.Close()
+	if s.embedded {
+		if err := checkDisk(a.embeddedDir(), o.plannedBytes()); err != nil {
+			return err
+		}
+	}
 	if err := s.serveMetrics(o.metricsAddr); err != nil {
 		return err
 	}
@@ -132,10 +191,10 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 	}
 	defer func() { _ = st.Close() }() // a no-op once closed below
 
-	if s.cluster != nil && !o.keepPrevious {
+	if s.embedded && !o.keepPrevious {
 		n, err := deletePrevious(ctx, st)
 		if err != nil {
-			return err
+			return a.demoStopped(ctx, err, "deleting earlier demo runs' namespaces", fmt.Sprintf("%d deleted", n))
 		}
 		if n > 0 {
 			fmt.Fprintf(a.stderr, "demo: deleted %d namespace(s) of earlier demo runs (--keep-previous keeps them)\n", n)
@@ -146,20 +205,24 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 	for i := range topics {
 		topics[i] = fmt.Sprintf("%s%s-%d", demoPrefix, stamp, i)
 		if err := st.CreateNamespace(ctx, topics[i]); err != nil {
-			return err
+			return a.demoStopped(ctx, err, "creating its namespaces", fmt.Sprintf("%d of %d created", i, o.topics))
 		}
 	}
 	exp := newExpectation(o.seed, o.entrySize)
 	for r := 1; r <= o.regions; r++ {
 		exp.addRegion(topics[(r-1)%o.topics], logstore.RegionID(r))
 	}
+	a.demoPlan(o, s, topics)
 
 	var res demoResult
 	if err := a.demoAppend(ctx, st, o, exp, &res); err != nil {
-		return err
+		return a.demoStopped(ctx, err, "appending", fmt.Sprintf("%d entries (%s) acknowledged in %v to %s; nothing was checked",
+			res.entries, humanBytes(res.bytes), roundDur(res.elapsed), namespaceList(topics)))
 	}
+	appended := fmt.Sprintf("%d entries (%s) appended to %s", res.entries, humanBytes(res.bytes), namespaceList(topics))
 
 	// Restart.
+	a.demoPhase(o, "restarting the store (closing checkpoints the index)…")
 	t0 := time.Now()
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("closing the store: %w", err)
@@ -171,14 +234,14 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 	t0 = time.Now()
 	st2, err := s.openStore(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("reopening the store: %w", err)
+		return a.demoStopped(ctx, fmt.Errorf("reopening the store: %w", err), "restarting", appended+"; nothing was checked")
 	}
 	defer func() { _ = st2.Close() }()
 	res.reopenTime = time.Since(t0)
 
 	problems, err := a.demoReplay(ctx, st2, o, topics, exp, &res)
 	if err != nil {
-		return err
+		return a.demoStopped(ctx, err, "replaying", appended+"; the check did not finish")
 	}
 	if err := st2.Close(); err != nil {
 		return fmt.Errorf("closing the store: %w", err)
@@ -188,6 +251,53 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 		return mismatchError("replay check failed: %d problem(s) in %d region(s)", problems.total, len(problems.regions))
 	}
 	return nil
+}
+
+// demoStopped returns err, or when ctx ended (Ctrl-C) the one line that
+// says what the demo was doing and what it had done.
+func (a *app) demoStopped(ctx context.Context, err error, doing, done string) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return interruptedError("demo interrupted while %s: %s", doing, done)
+}
+
+// demoPhase prints a step of the demo on stderr unless --quiet.
+func (a *app) demoPhase(o demoOpts, format string, args ...any) {
+	if !o.quiet {
+		fmt.Fprintf(a.stderr, "demo: "+format+"\n", args...)
+	}
+}
+
+// demoPlan says, before the appends start, what the demo writes and where.
+func (a *app) demoPlan(o demoOpts, s *session, topics []string) {
+	var until string
+	switch {
+	case o.entries > 0:
+		until = fmt.Sprintf("%d entries (%s) are written", o.entries, humanBytes(o.plannedBytes()))
+	case o.budget > 0 && o.useDeadline:
+		until = fmt.Sprintf("%s are written or %v passed, whichever comes first (--size, --duration)", humanBytes(o.plannedBytes()), o.duration)
+	case o.budget > 0:
+		until = fmt.Sprintf("%s are written (--size)", humanBytes(o.plannedBytes()))
+	default:
+		until = fmt.Sprintf("%v passed (--duration)", o.duration)
+	}
+	fmt.Fprintf(a.stdout, "kwal demo: %d writers append %d-entry calls of %d-B entries to %d regions until %s\n",
+		o.writers, o.perCall, o.entrySize, o.regions, until)
+	fmt.Fprintf(a.stdout, "%s\n", namespaceList(topics))
+	fmt.Fprintf(a.stdout, "broker: %s\nindex: %s\n", s.describeBroker(), s.cfg.IndexDir)
+}
+
+// namespaceList names the run's namespaces in full, so that each can be
+// pasted into another command.
+func namespaceList(topics []string) string {
+	if len(topics) == 1 {
+		return "namespace " + topics[0]
+	}
+	if len(topics) <= 4 {
+		return "namespaces " + strings.Join(topics, ", ")
+	}
+	return fmt.Sprintf("namespaces %s ... %s", topics[0], topics[len(topics)-1])
 }
 
 // deletePrevious deletes the namespaces of earlier demo runs.
@@ -207,5 +317,3 @@ func deletePrevious(ctx context.Context, st logstore.LogStore) (int, error) {
 	}
 	return n, nil
 }
-
-// demoAppend runs the writers and records every acknowledged call in exp.

@@ -13,8 +13,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-func (a *app) demoAppend(ctx context.Context, st logstore.LogStore, o demoOpts, exp *expectation, res *demoResult) error {
-	ctx, cancel := context.WithCancel(ctx)
+// demoAppend runs the writers and records every acknowledged call in exp.
+// Interrupted (ctx ends), it returns ctx's error alone: the calls that
+// failed because of it are not errors of their own.
+func (a *app) demoAppend(parent context.Context, st logstore.LogStore, o demoOpts, exp *expectation, res *demoResult) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	var (
 		entries, nbytes atomic.Int64
@@ -23,7 +26,7 @@ func (a *app) demoAppend(ctx context.Context, st logstore.LogStore, o demoOpts, 
 		errs            []error
 		wg              sync.WaitGroup
 	)
-	remaining.Store(o.entries)
+	remaining.Store(o.budget)
 	start := time.Now()
 	deadline := start.Add(o.duration)
 	lats := make([][]time.Duration, o.writers)
@@ -37,12 +40,13 @@ func (a *app) demoAppend(ctx context.Context, st logstore.LogStore, o demoOpts, 
 			}
 			for i := 0; ctx.Err() == nil; i++ {
 				n := o.perCall
-				if o.entries > 0 {
+				if o.useDeadline && !time.Now().Before(deadline) {
+					return
+				}
+				if o.budget > 0 {
 					if n = reserve(&remaining, n); n == 0 {
 						return
 					}
-				} else if !time.Now().Before(deadline) {
-					return
 				}
 				rl := exp.regions[owned[i%len(owned)]]
 				batch := make([]logstore.Entry, n)
@@ -51,6 +55,9 @@ func (a *app) demoAppend(ctx context.Context, st logstore.LogStore, o demoOpts, 
 				}
 				t := time.Now()
 				ar, err := st.AppendBatch(ctx, batch)
+				if err != nil && parent.Err() != nil {
+					return // interrupted: reported once, by the caller
+				}
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("append to region %d of %s: %w", rl.region, rl.namespace, err))
@@ -89,13 +96,13 @@ func (a *app) demoAppend(ctx context.Context, st logstore.LogStore, o demoOpts, 
 	close(done)
 	progressWG.Wait()
 
+	res.entries, res.bytes = entries.Load(), nbytes.Load()
+	if err := parent.Err(); err != nil {
+		return err
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("demo interrupted: %w", err)
-	}
-	res.entries, res.bytes = entries.Load(), nbytes.Load()
 	for _, l := range lats {
 		res.latencies = append(res.latencies, l...)
 	}
@@ -120,17 +127,10 @@ func reserve(budget *atomic.Int64, n int) int {
 // demoProgress draws the progress bar until done is closed.
 func (a *app) demoProgress(done <-chan struct{}, o demoOpts, start time.Time, entries, nbytes *atomic.Int64) {
 	total := int64(o.duration / time.Millisecond)
-	if o.entries > 0 {
-		total = o.entries
+	if o.budget > 0 {
+		total = o.budget
 	}
-	bar := progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(a.stderr),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetDescription("appending"),
-		progressbar.OptionSetPredictTime(false),
-	)
+	bar := a.progressBar(total, "appending")
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -142,7 +142,7 @@ func (a *app) demoProgress(done <-chan struct{}, o demoOpts, start time.Time, en
 			el := time.Since(start).Seconds()
 			n, b := entries.Load(), nbytes.Load()
 			bar.Describe(fmt.Sprintf("appending %9d entries %8.0f entries/s %7.1f MB/s", n, float64(n)/el, mb(b)/el))
-			if o.entries > 0 {
+			if o.budget > 0 {
 				_ = bar.Set64(n)
 			} else {
 				_ = bar.Set64(min(total, int64(time.Since(start)/time.Millisecond)))
@@ -151,4 +151,15 @@ func (a *app) demoProgress(done <-chan struct{}, o demoOpts, start time.Time, en
 	}
 }
 
-// demoReplay replays every region with the index, checks it, and times one
+// progressBar is the demo's progress bar on stderr (drawn only when it is
+// a terminal), cleared when finished.
+func (a *app) progressBar(total int64, what string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(a.stderr),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionSetPredictTime(false),
+	)
+}

@@ -8,11 +8,23 @@ import (
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/schollz/progressbar/v3"
 )
 
+// demoReplay replays every region with the index, checks it, and times one
 // region's indexed and full-scan replays.
 func (a *app) demoReplay(ctx context.Context, st *kafka.LogStore, o demoOpts, topics []string, exp *expectation, res *demoResult) (*problemList, error) {
 	problems := &problemList{max: 20, regions: map[logstore.RegionID]bool{}}
+	var total uint64
+	for _, rl := range exp.regions {
+		total += rl.entries
+	}
+	a.demoPhase(o, "replaying every region with the index and checking it: %d entries in %d namespace(s)…", total, len(topics))
+	var bar *progressbar.ProgressBar
+	if !o.quiet && a.interactive() {
+		bar = a.progressBar(int64(total), "replaying")
+	}
+	var replayed int64
 	t0 := time.Now()
 	for _, ns := range topics {
 		from := map[logstore.RegionID]logstore.EntryID{}
@@ -28,6 +40,9 @@ func (a *app) demoReplay(ctx context.Context, st *kafka.LogStore, o demoOpts, to
 			if err != nil {
 				return nil, fmt.Errorf("replaying %s: %w", ns, err)
 			}
+			if replayed++; bar != nil && replayed%1024 == 0 {
+				_ = bar.Set64(replayed)
+			}
 			c := checks[e.Region]
 			if c == nil {
 				problems.add(ns, e.Region, e.ID, "entry of a region that was not asked for")
@@ -41,10 +56,19 @@ func (a *app) demoReplay(ctx context.Context, st *kafka.LogStore, o demoOpts, to
 		addStats(&res.replayAllStats, stats)
 	}
 	res.replayAll = time.Since(t0)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	a.demoPhase(o, "timing region 1's replay, with the index and by a full scan (%d run(s) each)…", o.replayRuns)
 
 	// One region, indexed vs full scan: the first run of each is checked
 	// too.
 	res.oneRegion, res.oneNamespace = 1, topics[0]
+	for _, rl := range exp.regions {
+		if rl.namespace == res.oneNamespace {
+			res.sharing++
+		}
+	}
 	var err error
 	res.indexed, res.indexedStats, err = timeReplay(ctx, st, res.oneNamespace, res.oneRegion, false, o.replayRuns, exp, problems)
 	if err != nil {

@@ -2,26 +2,49 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/kwal/kwal/embedded"
 	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// indexDir is the directory of the index checkpoints.
+// indexDir is the directory of the index checkpoints: --index-dir, or by
+// default <data-dir>/index for the embedded broker and, with --brokers,
+// <data-dir>/index-<seed brokers>, so that the index of one cluster's
+// topics never mixes with another's (a namespace name may exist on both).
 func (a *app) indexDir() string {
 	if a.g.indexDir != "" {
 		return a.g.indexDir
 	}
-	return filepath.Join(a.g.dataDir, "index")
+	b := a.brokers()
+	if len(b) == 0 {
+		return filepath.Join(a.g.dataDir, "index")
+	}
+	b = slices.Clone(b)
+	slices.Sort(b)
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-':
+			return r
+		}
+		return '_'
+	}, strings.Join(b, ","))
+	if len(name) > 100 {
+		name = name[:100]
+	}
+	return filepath.Join(a.g.dataDir, "index-"+name)
 }
+
+// embeddedDir is the embedded broker's data directory.
+func (a *app) embeddedDir() string { return filepath.Join(a.g.dataDir, "kafka") }
 
 // brokers returns the --brokers list, trimmed; empty means embedded.
 func (a *app) brokers() []string {
@@ -66,12 +89,13 @@ func (a *app) config() (kafka.Config, error) {
 // session is the connection context of one command: the configuration,
 // the embedded broker when there is one, and the metrics registry.
 type session struct {
-	a       *app
-	cfg     kafka.Config
-	cluster *kfake.Cluster // nil with --brokers
-	reg     *prometheus.Registry
-	srv     *http.Server
-	srvDone chan struct{}
+	a          *app
+	cfg        kafka.Config
+	embedded   bool   // the broker is this process's own (no --brokers)
+	stopBroker func() // stops the embedded broker; nil once stopped
+	reg        *prometheus.Registry
+	srv        *http.Server
+	srvDone    chan struct{}
 }
 
 // startSession builds the configuration and starts the embedded broker
@@ -84,20 +108,20 @@ func (a *app) startSession() (*session, error) {
 	s := &session{a: a, cfg: cfg, reg: prometheus.NewRegistry()}
 	s.cfg.Registerer = s.reg
 	if len(cfg.Brokers) == 0 {
-		dir := filepath.Join(a.g.dataDir, "kafka")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("embedded broker: data dir: %w", err)
+		dir := a.embeddedDir()
+		addrs, stop, err := embedded.Start(dir, embedded.WithOwner(a.cmdPath))
+		if inUse, ok := errors.AsType[*embedded.InUseError](err); ok {
+			hint := "; wait until it ends, or give this command another --data-dir"
+			if b := inUse.Holder.Brokers; len(b) > 0 {
+				hint = fmt.Sprintf(": pass --brokers %s to talk to its broker (this command then keeps its index apart), or wait until it ends", strings.Join(b, ","))
+			}
+			return nil, fmt.Errorf("%w%s", err, hint)
 		}
-		c, err := kfake.NewCluster(
-			kfake.NumBrokers(1),
-			kfake.BrokerConfigs(map[string]string{"message.max.bytes": "67174400"}),
-			kfake.DataDir(dir),
-		)
 		if err != nil {
 			return nil, fmt.Errorf("embedded broker (data in %s): %w", dir, err)
 		}
-		s.cluster = c
-		s.cfg.Brokers = c.ListenAddrs()
+		s.embedded, s.stopBroker = true, stop
+		s.cfg.Brokers = addrs
 		a.log.Debug("embedded broker started", "addrs", s.cfg.Brokers, "data_dir", dir)
 	}
 	// Report bad flags before anything connects.
@@ -114,15 +138,15 @@ func (a *app) startSession() (*session, error) {
 
 // brokerKind describes the broker for reports.
 func (s *session) brokerKind() string {
-	if s.cluster != nil {
+	if s.embedded {
 		return "embedded-kfake"
 	}
 	return "kafka"
 }
 
 func (s *session) describeBroker() string {
-	if s.cluster != nil {
-		return fmt.Sprintf("embedded kfake broker, data in %s", filepath.Join(s.a.g.dataDir, "kafka"))
+	if s.embedded {
+		return fmt.Sprintf("embedded kfake broker, data in %s", s.a.embeddedDir())
 	}
 	return "Kafka at " + strings.Join(s.cfg.Brokers, ",")
 }
@@ -136,9 +160,9 @@ func (s *session) Close() {
 		<-s.srvDone
 		s.srv = nil
 	}
-	if s.cluster != nil {
-		s.cluster.Close()
-		s.cluster = nil
+	if s.stopBroker != nil {
+		s.stopBroker()
+		s.stopBroker = nil
 	}
 }
 
@@ -157,7 +181,7 @@ func (s *session) openStore(ctx context.Context, mutate func(*kafka.Config)) (*k
 }
 
 func (s *session) reachHint() string {
-	if s.cluster != nil {
+	if s.embedded {
 		return ""
 	}
 	return " (check --brokers/KWAL_BROKERS and the TLS and SASL flags)"
