@@ -18,7 +18,9 @@ type Tag struct {
 	Seq    uint64
 }
 
-func (t Tag) String() string { return fmt.Sprintf("region %d writer %d seq %d", t.Region, t.Writer, t.Seq) }
+func (t Tag) String() string {
+	return fmt.Sprintf("region %d writer %d seq %d", t.Region, t.Writer, t.Seq)
+}
 
 // Payload layout, big-endian:
 //
