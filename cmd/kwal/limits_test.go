@@ -176,3 +176,19 @@ func TestWorkloadProductsAreBounded(t *testing.T) {
 	require.Equal(t, exitError, r.code)
 	require.Contains(t, r.stderr, "--topics 3 is more than --regions 2")
 }
+
+// TestRejectedDemoDeletesNothing protects the order the issue found
+// reversed: a demo whose flags are refused has not deleted the earlier
+// runs' namespaces.
+func TestRejectedDemoDeletesNothing(t *testing.T) {
+	dir := t.TempDir()
+	r := kwal(t, nil, "namespaces", "create", demoPrefix+"earlier-0", "--data-dir", dir)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	for _, bad := range [][]string{{"--entry-size", "1000000000"}, {"--regions", "100000000"}, {"--topics", "65"}} {
+		r = kwal(t, nil, append([]string{"demo", "--data-dir", dir}, bad...)...)
+		require.Equal(t, exitError, r.code, r.stderr)
+		require.Contains(t, r.stderr, bad[0])
+	}
+	r = kwal(t, nil, "namespaces", "list", "--data-dir", dir)
+	require.Equal(t, demoPrefix+"earlier-0\n", r.stdout)
+}
