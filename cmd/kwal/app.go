@@ -207,7 +207,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringSliceVar(&a.g.brokers, "brokers", nil, "seed brokers host:port, comma-separated; empty starts an embedded broker")
 	pf.StringVar(&a.g.dataDir, "data-dir", defaultDataDir, "directory of the embedded broker's data (<data-dir>/kafka) and of the default index dir")
-	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index)")
+	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index, or <data-dir>/index-<brokers> with --brokers)")
 	pf.BoolVar(&a.g.tls, "tls", false, "connect to the brokers with TLS (implied by the other --tls-* flags)")
 	pf.StringVar(&a.g.tlsCA, "tls-ca", "", "PEM file of the CA certificates to trust (default: system roots)")
 	pf.StringVar(&a.g.tlsCert, "tls-cert", "", "PEM file of the client certificate (with --tls-key)")

@@ -101,6 +101,7 @@ func TestEveryNumericFlagIsBounded(t *testing.T) {
 	for _, c := range cases {
 		seen[strings.Join(c.path, " ")+" --"+c.flag.Name] = true
 		dur := c.flag.Value.Type() == "duration"
+		kind := kindOf(c.flag)
 		bad := map[string]string{"not a number": "x"} // what -> value
 		if c.lim.min > 0 {
 			bad["below the minimum"] = format(c.flag, c.lim.min-1)
@@ -124,7 +125,7 @@ func TestEveryNumericFlagIsBounded(t *testing.T) {
 				require.Contains(t, r.stderr, "--"+c.flag.Name)
 				require.NotContains(t, r.stderr, "panic")
 				if what != "not a number" {
-					require.Contains(t, r.stderr, c.lim.rangeText(dur))
+					require.Contains(t, r.stderr, c.lim.rangeText(kind))
 				}
 				if what == "above the maximum" && c.lim.why != "" {
 					require.Contains(t, r.stderr, c.lim.why)
