@@ -156,7 +156,7 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		var cleaned string
 		if !o.keep {
 			n, cerr := b.deleteNamespaces()
-			cleaned = fmt.Sprintf("%d namespace(s) of the run deleted (--keep keeps them)", n)
+			cleaned = fmt.Sprintf("%d namespace(s) of the run (%s*) deleted (--keep keeps them)", n, benchPrefix+b.stamp)
 			if cerr != nil {
 				cleaned = fmt.Sprintf("%s, then: %v", cleaned, cerr)
 				if err == nil {
@@ -164,10 +164,13 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 				}
 			}
 		} else {
-			cleaned = fmt.Sprintf("%d namespace(s) of the run kept (%s*)", len(b.created), benchPrefix+b.stamp)
+			cleaned = fmt.Sprintf("%d namespace(s) of the run (%s*) kept", len(b.created), benchPrefix+b.stamp)
 		}
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = interruptedError("bench interrupted while %s; %s", b.doing, cleaned)
+		case err == nil && !o.json:
+			fmt.Fprintf(a.stdout, "\n%s\n", cleaned) // said once it is done
 		}
 	}()
 	if err := b.createNamespaces(ctx); err != nil {

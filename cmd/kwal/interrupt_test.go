@@ -59,7 +59,7 @@ func TestBenchCleansUpWhenInterrupted(t *testing.T) {
 	require.Equal(t, exitInterrupted, r.code, r.stderr)
 	require.Less(t, time.Since(start), 30*time.Second) // not the minute of --duration
 	last := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	require.Regexp(t, `^kwal: bench interrupted while round 1/2: kwal, .*; 8 namespace\(s\) of the run deleted \(--keep keeps them\)$`, last[len(last)-1])
+	require.Regexp(t, `^kwal: bench interrupted while round 1/2: kwal, .*; 8 namespace\(s\) of the run \(kwal-bench-\S+\*\) deleted \(--keep keeps them\)$`, last[len(last)-1])
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, exitOK, l.code, l.stderr)
 	require.NotContains(t, l.stdout, benchPrefix)
