@@ -1,45 +1,75 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
 
-// fetcher issues a read's fetch requests and hands each response, in plan
-// order, to the read's decoding loop (reader) as a fetched message. It owns
-// everything about the wire: the partition leader and topic ID, the record
-// size estimate that sizes fetches, retries and the mapping of Kafka's
-// errors. It shares no state with the reader; its counters are read once
-// its goroutine has ended.
+// fetcher issues a pass's fetch requests and hands each response, in offset
+// order, to the pass's decoding loop (reader) as a fetched message. It owns
+// everything about the wire: the partition leader and topic ID, the cost
+// model that sizes and merges fetches, retries and the mapping of Kafka's
+// errors (wire.go). It shares no state with the reader; its counters are
+// read once its goroutine has ended.
+//
+// Pipelining: the planned ranges are cut into chunks of about target bytes
+// (a gap of other regions' records between two ranges is fetched through
+// when the cost model says streaming it is cheaper than another fetch's
+// latency), and chunks are fetched concurrently over the store's
+// connections, at most one per connection and at most FetchMaxBytes of
+// byte limits (responses received but not yet handed over included), so
+// the broker's latency is paid about once per window rather than once per
+// range. A response that ends before its chunk does is continued at once
+// by a fetch of the rest, ahead of the chunks behind it.
+//
+// Joins: a read of the same topic that starts while the pass runs sends
+// its planned ranges on the joins channel; when none of them lies below
+// what the fetcher already handed over, the fetcher adds them (parts below
+// its frontier as extra chunks in offset order, the rest to its plan) and
+// places a join marker in its stream before the first chunk that may hold
+// the joining read's records.
 type fetcher struct {
-	s     *LogStore
-	topic string
+	s       *LogStore
+	topic   string
+	noIndex bool
 
 	leaderStale bool
 	leader      int32
 	topicID     [16]byte
 
-	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
-	stats     fetchStats
+	model costModel
+	stats fetchStats
+
+	pending  []index.Range // planned, not yet cut into chunks: ascending, disjoint, >= frontier
+	queue    []*slot       // chunks and join markers not yet handed over, in offset order
+	frontier int64         // end of the last chunk cut from pending
+	sent     int64         // the reader has been handed every record below sent
+	inflight int           // started chunks in queue
+	inBytes  int64         // their byte limits
+	decided  bool          // the indexed-or-scan choice is made
+	client   int           // round-robin over the store's connections
 }
 
-// fetchStats counts a fetcher's requests.
+// fetchStats counts a fetcher's requests and records its plan choice.
 type fetchStats struct {
-	fetches int   // fetch requests
-	bytes   int64 // record batch bytes fetched
+	fetches    int   // fetch requests
+	bytes      int64 // record batch bytes fetched
+	mergedGaps int   // gaps between planned ranges fetched through
+	plan       string
+	estIndexed time.Duration
+	estScan    time.Duration
 }
 
-// fetched is one fetch response handed from the fetcher to the reader.
+// fetched is one message from the fetcher to the reader: a response for
+// the chunk rg fetched at from, a final error, or a read joining the pass.
 type fetched struct {
 	rg   index.Range
 	from int64 // the offset fetched at
@@ -49,28 +79,53 @@ type fetched struct {
 	// in the response: they hold no record, and are no gap.
 	control []span
 	err     error
+	join    *sub
 }
 
-// prefetchDepth bounds the indexed ranges whose first fetch is in flight
-// at once (their byte limits also add up to at most FetchMaxBytes).
-const prefetchDepth = 16
-
-// prefetch is an indexed range's first fetch, running in its own goroutine.
-type prefetch struct {
-	rg       index.Range
+// slot is a queued chunk (or, with join set, a join marker).
+type slot struct {
+	rg       index.Range // the chunk; records outside it are not the reader's
+	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
+	started  bool
 	done     chan fetchResult
+	join     *sub
 }
 
-// fetchAll fetches every range in order, sending each response on ch; it
-// stops at the first error (sent) or when ctx ends. The first fetch of
-// each indexed range is started ahead, up to prefetchDepth ranges and
-// FetchMaxBytes of byte limits, spread over the store's clients (a broker
-// serves one request per connection at a time), so that a replay of many
-// small ranges pays the broker's round trip about once per window rather
-// than once per range; a range's further fetches, and scans, go one at a
-// time.
-func (f *fetcher) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- fetched) {
+// joinReq asks a running pass to take a read in.
+type joinReq struct {
+	sub    *sub
+	ranges []index.Range
+	reply  chan bool
+}
+
+func (f *fetcher) mode(rg index.Range) string {
+	if rg.Scan {
+		return "scan"
+	}
+	return "indexed"
+}
+
+// conns is how many fetches may be in flight: one per store connection.
+func (f *fetcher) conns() int { return len(f.s.laneClients) + 1 }
+
+// target is a chunk's size in bytes: the read's byte budget spread over
+// the connections, and at least one record batch.
+func (f *fetcher) target() float64 {
+	return float64(max(int64(f.s.cfg.FetchMaxBytes)/int64(f.conns()), int64(f.s.cfg.MaxBatchBytes)))
+}
+
+// limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
+// little above it, so that the broker stops at the chunk's end rather than
+// sending the batches that follow it.
+func (f *fetcher) limit(est float64) int32 {
+	return int32(min(max(est*1.02+1, 1), float64(f.s.cfg.FetchMaxBytes)))
+}
+
+// run fetches until the plan is done, an error is sent, or ctx ends. accept
+// admits a joining read (false once the pass is stopping). The fetch
+// goroutines it starts end before it returns.
+func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinReq, accept func() bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	var running sync.WaitGroup
 	defer running.Wait()
@@ -83,273 +138,293 @@ func (f *fetcher) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- 
 			return false
 		}
 	}
-	var window []*prefetch
-	var windowBytes int64
-	nextRange := 0
-	fill := func() {
-		for nextRange < len(ranges) && len(window) < prefetchDepth {
-			rg := ranges[nextRange]
-			if rg.Scan {
-				return // a scan starts once the ranges before it are done
-			}
-			mb := f.fetchSize(rg, rg.Start)
-			if len(window) > 0 && windowBytes+int64(mb) > int64(f.s.cfg.FetchMaxBytes) {
-				return
-			}
-			pf := &prefetch{rg: rg, maxBytes: mb, done: make(chan fetchResult, 1)}
-			leader, id := f.leader, f.topicID
-			cl := f.s.fetchClient(nextRange)
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				fctx, fcancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
-				defer fcancel()
-				pf.done <- f.fetchOnce(fctx, cl, leader, id, rg.Start, mb, "indexed")
-			}()
-			window = append(window, pf)
-			windowBytes += int64(mb)
-			nextRange++
-		}
+	if err := f.refreshLeader(ctx); err != nil {
+		send(fetched{err: err})
+		return
 	}
 	for {
-		fill()
-		var rg index.Range
-		var first *fetchResult
-		var firstMax int32
-		switch {
-		case len(window) > 0:
-			pf := window[0]
-			window = window[1:]
-			windowBytes -= int64(pf.maxBytes)
-			var res fetchResult
-			select {
-			case res = <-pf.done:
-			case <-ctx.Done():
-				return
-			}
-			f.stats.fetches++
-			f.stats.bytes += int64(res.bytes)
-			if res.err != nil {
-				send(fetched{err: res.err})
-				return
-			}
-			rg, firstMax = pf.rg, pf.maxBytes
-			if res.retry == nil {
-				first = &res
-			}
-		case nextRange < len(ranges):
-			rg = ranges[nextRange]
-			nextRange++
-		default:
+		f.fill(ctx, &running)
+		if len(f.queue) == 0 {
 			return
 		}
-		mode := "indexed"
-		if rg.Scan {
-			mode = "scan"
-		}
-		grow := false // the last fetch fitted no complete batch: ask for FetchMaxBytes
-		for off := rg.Start; off < rg.End; {
-			var res fetchResult
-			maxBytes := firstMax
-			if first != nil && off == rg.Start {
-				res = *first
-			} else {
-				maxBytes = f.fetchSize(rg, off)
-				if grow {
-					maxBytes = f.s.cfg.FetchMaxBytes
-				}
-				var err error
-				if res, err = f.fetch(ctx, off, maxBytes, mode); err != nil {
-					send(fetched{err: err})
-					return
-				}
-			}
-			first = nil
-			if res.fp.Err == nil && res.next <= off {
-				if maxBytes < f.s.cfg.FetchMaxBytes {
-					grow = true
-					continue
-				}
-				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, off, res.bytes)})
+		head := f.queue[0]
+		if head.join != nil {
+			if !send(fetched{join: head.join}) {
 				return
 			}
-			grow = false
-			if res.bytes > 0 {
-				f.learnRecordSize(res.bytes, res.next-off)
-			}
-			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next, control: res.control}) || res.fp.Err != nil {
-				return
-			}
-			off = res.next
+			f.queue = f.queue[1:]
+			continue
 		}
-	}
-}
-
-// learnRecordSize folds a fetch's bytes per offset into the running
-// estimate that sizes indexed fetches. Only the fetcher goroutine uses it.
-func (f *fetcher) learnRecordSize(fetched int, offsets int64) {
-	if offsets <= 0 {
-		return
-	}
-	per := float64(fetched) / float64(offsets)
-	if f.avgRecord <= 0 {
-		f.avgRecord = per
-		return
-	}
-	f.avgRecord = 0.7*f.avgRecord + 0.3*per
-}
-
-// fetchSize picks a fetch's byte limit. A scan takes as much as allowed.
-// An indexed range asks for about what its offsets should weigh, so that
-// the broker does not send the batches that follow it (other regions');
-// before anything is known, 1 byte returns exactly one batch.
-func (f *fetcher) fetchSize(rg index.Range, off int64) int32 {
-	limit := int64(f.s.cfg.FetchMaxBytes)
-	if rg.Scan {
-		return int32(limit)
-	}
-	if f.avgRecord <= 0 {
-		return 1
-	}
-	est := int64(float64(rg.End-off)*f.avgRecord*1.02) + 1
-	return int32(min(max(est, 1), limit))
-}
-
-// fetchClient picks a client for a read's i-th concurrent fetch: the
-// admin client and the produce lanes' clients each have their own fetch
-// connection, which the broker serves in parallel.
-func (s *LogStore) fetchClient(i int) *kgo.Client {
-	n := len(s.laneClients) + 1
-	if k := i % n; k < len(s.laneClients) {
-		return s.laneClients[k]
-	}
-	return s.admin
-}
-
-// refreshLeader looks up partition 0's leader and the topic's ID, from
-// the store's cache unless a fetch found it stale.
-func (f *fetcher) refreshLeader(ctx context.Context) error {
-	m, err := f.s.topicMeta(ctx, f.topic, f.leaderStale)
-	if err != nil {
-		return fmt.Errorf("kwal: read %q: %w", f.topic, err)
-	}
-	f.leader, f.topicID = m.leader, m.id
-	f.leaderStale = true // a second lookup in this read goes to the broker
-	return nil
-}
-
-// fetchResult is one fetch request's outcome.
-type fetchResult struct {
-	fp      kgo.FetchPartition
-	next    int64
-	control []span // offsets of the control batches fetched (see controlSpans)
-	bytes   int    // record batch bytes fetched
-	retry   error  // a retriable failure: fetch again (after a leader lookup)
-	err     error  // a final failure
-}
-
-// fetchOnce issues one fetch request at off to the given leader. It touches
-// no reader state, so several may run at once.
-func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
-	s := f.s
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 100
-	req.MinBytes = 1
-	req.MaxBytes = max(maxBytes, 1)
-	req.SessionEpoch = -1
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = f.topic, topicID
-	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
-	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-
-	began := time.Now()
-	kresp, err := cl.Broker(int(leader)).Request(ctx, req)
-	s.metrics.fetchLatency.Observe(time.Since(began).Seconds())
-	s.metrics.fetches.WithLabelValues(mode).Inc()
-	if err != nil {
-		return fetchResult{retry: err}
-	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fetchResult{retry: err}
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", f.topic, off)}
-	}
-	rp := &resp.Topics[0].Partitions[0]
-	perr := kerr.ErrorForCode(rp.ErrorCode)
-	switch {
-	case perr == nil:
-		n := len(rp.RecordBatches)
-		s.metrics.fetchedBytes.WithLabelValues(f.topic, mode).Add(float64(n))
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset: off, Topic: f.topic, Partition: partition,
-		}, rp, kgo.DefaultDecompressor(), nil)
-		return fetchResult{fp: fp, next: next, bytes: n, control: controlSpans(rp.RecordBatches)}
-	case errors.Is(perr, kerr.OffsetOutOfRange):
-		return fetchResult{err: f.outOfRange(ctx, off, perr)}
-	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
-		// Perhaps a cached topic ID went stale; the metadata lookup before
-		// the retry tells a deleted topic apart.
-		s.forgetMeta(f.topic)
-		return fetchResult{retry: perr}
-	case kerr.IsRetriable(perr):
-		return fetchResult{retry: perr}
-	default:
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, perr)}
-	}
-}
-
-// fetch issues fetch requests at off until one succeeds, fails for good, or
-// RequestTimeout passes, looking the leader up again between attempts. Only
-// the fetcher goroutine calls it.
-func (f *fetcher) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (fetchResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		res := f.fetchOnce(ctx, f.s.admin, f.leader, f.topicID, off, maxBytes, mode)
+		if !head.started {
+			f.start(ctx, &running, head)
+		}
+		var res fetchResult
+		select {
+		case res = <-head.done:
+		case j := <-joins:
+			j.reply <- f.join(j, accept)
+			continue
+		case <-ctx.Done():
+			return
+		}
+		f.inflight--
+		f.inBytes -= int64(head.maxBytes)
 		f.stats.fetches++
 		f.stats.bytes += int64(res.bytes)
-		if res.err != nil {
-			return fetchResult{}, res.err
+		res, err := f.settle(ctx, head, res)
+		if err != nil {
+			send(fetched{err: err})
+			return
 		}
-		if res.retry == nil {
+		if res.bytes > 0 {
+			f.model.learn(res.took, res.bytes, res.next-head.off)
+		}
+		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next, control: res.control}) || res.fp.Err != nil {
+			return
+		}
+		f.sent = max(f.sent, min(res.next, head.rg.End))
+		if res.next < head.rg.End {
+			// The rest of the chunk comes before anything behind it.
+			cont := &slot{rg: head.rg, off: res.next, maxBytes: f.limit(f.model.bytes(head.rg.End - res.next))}
+			f.queue[0] = cont
+			f.start(ctx, &running, cont)
+			continue
+		}
+		f.queue = f.queue[1:]
+	}
+}
+
+// settle turns a chunk's first response into a usable one: it retries a
+// retriable failure (after a leader lookup), and asks again for
+// FetchMaxBytes when the byte limit fitted no complete batch.
+func (f *fetcher) settle(ctx context.Context, sl *slot, res fetchResult) (fetchResult, error) {
+	maxBytes := sl.maxBytes
+	for {
+		if res.err != nil {
+			return res, res.err
+		}
+		if res.retry != nil {
+			var err error
+			if res, err = f.fetch(ctx, sl.off, maxBytes, f.mode(sl.rg)); err != nil {
+				return res, err
+			}
+		}
+		if res.fp.Err != nil || res.next > sl.off {
 			return res, nil
 		}
-		if err := f.backoff(ctx, off, attempt, res.retry); err != nil {
-			return fetchResult{}, err
+		if maxBytes >= f.s.cfg.FetchMaxBytes {
+			return res, fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, sl.off, res.bytes)
+		}
+		maxBytes = f.s.cfg.FetchMaxBytes
+		res = fetchResult{retry: errNoCompleteBatch}
+	}
+}
+
+// errNoCompleteBatch makes settle fetch again with a larger limit.
+var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
+
+// room reports whether a fetch of maxBytes may start now.
+func (f *fetcher) room(maxBytes int32) bool {
+	return f.inflight == 0 || (f.inflight < f.conns() && f.inBytes+int64(maxBytes) <= int64(f.s.cfg.FetchMaxBytes))
+}
+
+// start sends sl's fetch on the next connection.
+func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) {
+	sl.started = true
+	sl.done = make(chan fetchResult, 1)
+	f.inflight++
+	f.inBytes += int64(sl.maxBytes)
+	cl := f.s.fetchClient(f.client)
+	f.client++
+	leader, id, mode := f.leader, f.topicID, f.mode(sl.rg)
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
+		defer cancel()
+		sl.done <- f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+	}()
+}
+
+// fill starts queued chunks in order while there is room, cutting new
+// chunks from the plan as the queue drains. Until the model knows what an
+// offset weighs, only one fetch runs (its answer sizes the rest).
+func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
+	for {
+		for _, sl := range f.queue {
+			if sl.join != nil || sl.started {
+				continue
+			}
+			if !f.room(sl.maxBytes) {
+				return
+			}
+			f.start(ctx, running, sl)
+		}
+		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0) {
+			return
+		}
+		if !f.decided && f.model.known() {
+			f.decide()
+		}
+		f.queue = append(f.queue, f.cut())
+	}
+}
+
+// cut takes the next chunk from pending: the first range, extended through
+// the following ones while the gaps are cheap to stream and the chunk stays
+// within target bytes, or the first target bytes of a larger range.
+func (f *fetcher) cut() *slot {
+	rg := f.pending[0]
+	target := f.target()
+	if !f.model.known() {
+		f.pending = f.pending[1:]
+		f.frontier = rg.End
+		mb := int32(1) // exactly one batch, which tells what an offset weighs
+		if rg.Scan {
+			mb = int32(target)
+		}
+		return &slot{rg: rg, off: rg.Start, maxBytes: mb}
+	}
+	est := f.model.bytes(rg.End - rg.Start)
+	if est > target {
+		n := max(int64(target/f.model.perOff), 1)
+		if rg.Start+n < rg.End {
+			chunk := index.Range{Start: rg.Start, End: rg.Start + n, Scan: rg.Scan}
+			f.pending[0].Start = chunk.End
+			f.frontier = chunk.End
+			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n))}
 		}
 	}
+	i := 1
+	for ; i < len(f.pending); i++ {
+		nx := f.pending[i]
+		gap := f.model.bytes(nx.Start - rg.End)
+		more := f.model.bytes(nx.End - nx.Start)
+		if !f.model.throughGap(gap) || est+gap+more > target {
+			break
+		}
+		rg.End, rg.Scan = nx.End, rg.Scan || nx.Scan
+		est += gap + more
+		f.stats.mergedGaps++
+	}
+	f.pending = f.pending[i:]
+	f.frontier = rg.End
+	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est)}
 }
 
-// backoff waits RetryBackoff after a retriable fetch failure and looks the
-// leader up again; it fails when ctx ends first.
-func (f *fetcher) backoff(ctx context.Context, off int64, attempt int, cause error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, errors.Join(ctx.Err(), cause))
+// decide picks the cheaper of the remaining plan and a scan of its span,
+// once the model can price them. The scan keeps every record the plan
+// would have read (it covers the plan), so the choice changes cost only.
+func (f *fetcher) decide() {
+	f.decided = true
+	if f.noIndex || len(f.pending) == 0 {
+		f.stats.plan = "scan"
+		return
 	}
-	f.s.log.Debug("kwal: retrying fetch", "topic", f.topic, "offset", off, "attempt", attempt, "err", cause)
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, errors.Join(ctx.Err(), cause))
-	case <-time.After(f.s.cfg.RetryBackoff):
+	if len(f.pending) == 1 && f.pending[0].Scan {
+		f.stats.plan = "scan"
+		return
 	}
-	if err := f.refreshLeader(ctx); err != nil {
-		return fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, cause)
+	idx, scan := f.model.planCosts(f.pending, f.target())
+	f.stats.estIndexed = time.Duration(idx * float64(time.Second))
+	f.stats.estScan = time.Duration(scan * float64(time.Second))
+	f.stats.plan = "indexed"
+	if scan < idx {
+		span := index.Range{Start: f.pending[0].Start, End: f.pending[len(f.pending)-1].End}
+		for _, r := range f.pending {
+			span.Scan = span.Scan || r.Scan
+		}
+		f.pending = append(f.pending[:0], span)
+		f.stats.plan = "scan (cheaper than indexed)"
 	}
-	return nil
 }
 
-// outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
-// start moved past off (retention or pruning ran during the read).
-func (f *fetcher) outOfRange(ctx context.Context, off int64, cause error) error {
-	start, _, err := f.s.offsets(ctx, f.topic)
-	if err == nil && start > off {
-		return errors.Join(&logstore.PrunedError{Namespace: f.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)}, cause)
+// join takes a read's planned ranges into the running pass, or reports
+// that it cannot: part of them lies below what the reader was handed.
+func (f *fetcher) join(j joinReq, accept func() bool) bool {
+	if len(j.ranges) == 0 || j.ranges[0].Start < f.sent || !accept() {
+		return false
 	}
-	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, cause)
+	first := j.ranges[0].Start
+	// Split at the frontier: what lies below it and no queued chunk
+	// covers becomes chunks of its own; the rest joins the plan.
+	var below, above []index.Range
+	for _, r := range j.ranges {
+		if r.Start < f.frontier {
+			below = append(below, index.Range{Start: r.Start, End: min(r.End, f.frontier), Scan: r.Scan})
+		}
+		if r.End > f.frontier {
+			above = append(above, index.Range{Start: max(r.Start, f.frontier), End: r.End, Scan: r.Scan})
+		}
+	}
+	var covered []index.Range
+	for _, sl := range f.queue {
+		if sl.join == nil {
+			covered = append(covered, index.Range{Start: sl.off, End: sl.rg.End})
+		}
+	}
+	for _, r := range subtractRanges(below, covered) {
+		mb := int32(f.target())
+		if f.model.known() {
+			mb = f.limit(f.model.bytes(r.End - r.Start))
+		} else if !r.Scan {
+			mb = 1
+		}
+		f.queue = append(f.queue, &slot{rg: r, off: r.Start, maxBytes: mb})
+	}
+	slices.SortStableFunc(f.queue, func(a, b *slot) int { return cmp.Compare(a.off, b.off) })
+	// The marker goes before the first chunk that may hold the read's
+	// records; everything before it ends at or below first.
+	at := len(f.queue)
+	for i, sl := range f.queue {
+		if sl.join == nil && sl.rg.End > first {
+			at = i
+			break
+		}
+	}
+	f.queue = slices.Insert(f.queue, at, &slot{join: j.sub})
+	f.pending = unionRanges(f.pending, above)
+	return true
+}
+
+// unionRanges merges two ascending lists of ranges into one ascending list
+// of disjoint, non-touching ranges (Scan where either part is).
+func unionRanges(a, b []index.Range) []index.Range {
+	all := append(append(make([]index.Range, 0, len(a)+len(b)), a...), b...)
+	slices.SortFunc(all, func(x, y index.Range) int { return cmp.Compare(x.Start, y.Start) })
+	var out []index.Range
+	for _, r := range all {
+		if r.Start >= r.End {
+			continue
+		}
+		if n := len(out); n > 0 && r.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, r.End)
+			out[n-1].Scan = out[n-1].Scan || r.Scan
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// subtractRanges returns the parts of rs (ascending, disjoint) that no
+// range of cover (ascending, disjoint) overlaps.
+func subtractRanges(rs, cover []index.Range) []index.Range {
+	var out []index.Range
+	for _, r := range rs {
+		cur := r.Start
+		for _, c := range cover {
+			if c.End <= cur || c.Start >= r.End {
+				continue
+			}
+			if c.Start > cur {
+				out = append(out, index.Range{Start: cur, End: c.Start, Scan: r.Scan})
+			}
+			cur = max(cur, c.End)
+		}
+		if cur < r.End {
+			out = append(out, index.Range{Start: cur, End: r.End, Scan: r.Scan})
+		}
+	}
+	return out
 }

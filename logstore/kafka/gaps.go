@@ -73,47 +73,49 @@ func (r *reader) gap(from, to int64, control []span) error {
 			return &logstore.MissingError{Namespace: r.topic, From: from, To: end,
 				Why: fmt.Sprintf("the fetched records jump from offset %d to %d, and no transaction marker fills the gap (records deleted from the middle of the log)", from, end)}
 		}
-		r.missing(end-from, from, end, "gap in the log")
+		r.stats.Missing += end - from
+		r.s.skipMissing(r.topic, end-from, from, end, "gap in the log")
 		from = end
 	}
 	return nil
 }
 
-// missing counts and logs n missing offsets within [from, to), skipped
+// skipMissing counts and logs n missing offsets within [from, to), skipped
 // under SkipCorrupt.
-func (r *reader) missing(n, from, to int64, why string) {
-	r.stats.Missing += n
-	r.s.metrics.skipped.WithLabelValues("missing").Add(float64(n))
-	r.s.log.Warn("kwal: offsets missing from the log; their entries are lost", "topic", r.topic, "from", from, "to", to, "why", why)
+func (s *LogStore) skipMissing(topic string, n, from, to int64, why string) {
+	s.metrics.skipped.WithLabelValues("missing").Add(float64(n))
+	s.log.Warn("kwal: offsets missing from the log; their entries are lost", "topic", topic, "from", from, "to", to, "why", why)
 }
 
-// lostTail is called when the log ends (at end) below the index's
-// watermark w: records the index knew of are gone. A read of regions with
-// records in [end, w) fails with a MissingError, or, with SkipCorrupt,
-// counts and logs them; a read of other regions goes on.
-func (r *reader) lostTail(end, w int64) error {
-	from := make(map[uint64]int64, len(r.from))
-	for region, off := range r.from {
-		from[region] = max(off, end)
+// lostTail is called when the log of topic ends (at end) below the index's
+// watermark w: records the index knew of are gone. A read of regions
+// (from: first offset wanted, per region) with records in [end, w) fails
+// with a MissingError, or, with SkipCorrupt, counts them in st and logs
+// them; a read of other regions goes on.
+func (s *LogStore) lostTail(topic string, from map[uint64]int64, end, w int64, st *ReadStats) error {
+	past := make(map[uint64]int64, len(from))
+	for region, off := range from {
+		past[region] = max(off, end)
 	}
 	var lost []span
 	var n int64
-	for _, rg := range r.s.index.Plan(r.topic, from, w).Ranges {
+	for _, rg := range s.index.Plan(topic, past, w).Ranges {
 		if !rg.Scan {
 			lost = append(lost, span{rg.Start, rg.End})
 			n += rg.End - rg.Start
 		}
 	}
-	r.s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost (a truncated or damaged log, or a recreated topic)",
-		"topic", r.topic, "log_end", end, "index_watermark", w, "read_regions_affected", len(lost) > 0)
+	s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost (a truncated or damaged log, or a recreated topic)",
+		"topic", topic, "log_end", end, "index_watermark", w, "read_regions_affected", len(lost) > 0)
 	if len(lost) == 0 {
 		return nil
 	}
 	why := fmt.Sprintf("the log ends at offset %d, but the index knows of records of the regions read at offsets [%d, %d) (a truncated or damaged log, lost broker data, or a recreated topic)",
 		end, lost[0].from, lost[len(lost)-1].to)
-	if !r.s.cfg.SkipCorrupt {
-		return &logstore.MissingError{Namespace: r.topic, From: end, To: w, Why: why}
+	if !s.cfg.SkipCorrupt {
+		return &logstore.MissingError{Namespace: topic, From: end, To: w, Why: why}
 	}
-	r.missing(n, lost[0].from, lost[len(lost)-1].to, why)
+	st.Missing += n
+	s.skipMissing(topic, n, lost[0].from, lost[len(lost)-1].to, why)
 	return nil
 }

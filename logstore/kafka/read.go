@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -25,7 +26,10 @@ type ReadOptions struct {
 	Stats *ReadStats
 }
 
-// ReadStats counts what one read fetched and yielded.
+// ReadStats counts what one read fetched and yielded. Reads of one
+// namespace that run at the same time share fetches (see ReadWith): the
+// fetch and record counters are then those of the shared pass, the same
+// for every read with the same Pass, and the entry counters the read's own.
 type ReadStats struct {
 	Fetches      int   // fetch requests
 	FetchedBytes int64 // record batch bytes fetched
@@ -37,6 +41,26 @@ type ReadStats struct {
 	// Missing counts offsets found missing from the log (skipped with
 	// SkipCorrupt; without it the read fails with a MissingError).
 	Missing int64
+
+	// Plan is what the fetcher chose: "indexed", "scan", or "scan (cheaper
+	// than indexed)" when the cost model priced scanning the indexed plan's
+	// span below fetching its ranges.
+	Plan string
+	// Pass identifies the pass over the log that served the read; Reads
+	// is how many reads it served (1: none shared it).
+	Pass  uint64
+	Reads int
+	// MergedGaps counts gaps between planned ranges that were fetched
+	// through because streaming them cost less than another fetch.
+	MergedGaps int
+	// FetchLatency and StreamBytesPerSec are the cost model as the read
+	// left it: what a fetch costs beyond its bytes, and how fast a fetch
+	// streams. EstIndexed and EstScan are its prices, in connection time,
+	// of the indexed plan and of a scan of its span when it chose.
+	FetchLatency      time.Duration
+	StreamBytesPerSec float64
+	EstIndexed        time.Duration
+	EstScan           time.Duration
 }
 
 // Read yields the region's entries with ID >= from, in log order, up to the
@@ -51,11 +75,28 @@ func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[l
 	return s.ReadWith(ctx, namespace, from, ReadOptions{})
 }
 
-// ReadWith is ReadRegions with options. The read holds at most
-// Config.ReadMemoryBound bytes (its fetch pipeline, and the entries not yet
-// yielded up to ReadHoldBytes), whatever the topic's size. Breaking out of
-// the loop, cancelling ctx or closing the store ends it and releases
-// everything it holds.
+// ReadWith is ReadRegions with options.
+//
+// Reads of one namespace that run at the same time (a datanode opening its
+// regions) share one pass over the log: a read joins a running pass when
+// the pass has not yet handed over any offset the read needs, and every
+// fetched batch then feeds all the reads whose regions it holds. Each read
+// keeps its own iterator, its own from points, its own order (a region's
+// entries in ID order) and its own cancellation: breaking out of the loop,
+// cancelling ctx or closing the store ends it and releases what it holds,
+// and the pass goes on for the others. What the pass fetches is shared, and
+// so are its failures: a fetch that fails or a record that fails to decode
+// ends every read of the pass with that error, as it would end a
+// ReadRegions of their regions.
+//
+// A pass holds at most Config.ReadMemoryBound bytes, whatever the topic's
+// size or the number of reads: FetchMaxBytes of fetch limits in flight or
+// waiting to be decoded, the response being decoded, and one batch of
+// entries per read being yielded (pointing into the previous response; the
+// pass waits for the slowest read to take its entries), plus up to
+// ReadHoldBytes of entries not yet yielded (unfinished split entries and
+// those waiting behind one). Two reads of one region get copies of its
+// entries.
 func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions) iter.Seq2[logstore.Entry, error] {
 	return func(yield func(logstore.Entry, error) bool) {
 		s.mu.Lock()
@@ -68,28 +109,15 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.readCtx, cancel)()
-		// No entry is yielded once ctx ended (Close, or the caller's ctx),
-		// even from a response already fetched.
-		var cut error
-		guarded := func(e logstore.Entry, err error) bool {
-			if err == nil {
-				if cut = ctx.Err(); cut != nil {
-					return false
-				}
-			}
-			return yield(e, err)
-		}
-		r := &reader{s: s, topic: namespace, opts: opts, asm: record.NewAssembler(), yield: guarded}
-		err := r.run(ctx, from)
-		if errors.Is(err, errStop) && cut != nil {
-			err = fmt.Errorf("kwal: read %q: %w", namespace, cut)
-		}
-		r.flushMetrics()
+		var st ReadStats
+		err := s.read(ctx, namespace, from, opts, yield, &st)
+		s.metrics.entriesRead.WithLabelValues(namespace).Add(float64(st.Entries))
+		s.metrics.bytesRead.WithLabelValues(namespace).Add(float64(st.EntryBytes))
 		if opts.Stats != nil {
-			*opts.Stats = r.stats
+			*opts.Stats = st
 		}
 		if err != nil && !errors.Is(err, errStop) {
-			if s.readCtx.Err() != nil && ctx.Err() != nil {
+			if s.readCtx.Err() != nil && errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
 			}
 			yield(logstore.Entry{}, err)
@@ -97,13 +125,80 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 	}
 }
 
-// flushMetrics adds the read's per-record counts to the metrics.
+// read is one read: its own bounds, ErrPruned check and plan, then the
+// entries of a pass it joins or starts.
+func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions, yield func(logstore.Entry, error) bool, st *ReadStats) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	gen := s.gate.generation(topic)
+	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	start, end, err := s.offsets(octx, topic)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.Join(ctx.Err(), err)
+		}
+		return err
+	}
+	offs := make(map[uint64]int64, len(from))
+	lo := end
+	for region, id := range from {
+		off := int64(0)
+		if id > 0 {
+			off = int64(id) - 1
+		}
+		if off < start {
+			return &logstore.PrunedError{Namespace: topic, Requested: id, FirstAvailable: logstore.EntryID(start + 1)}
+		}
+		offs[uint64(region)] = off
+		lo = min(lo, off)
+	}
+	// lostErr reports records of the read's regions that the index knew
+	// of past the log's end: the read yields what the log still has, then
+	// fails with it. Checked first, so that a read from past the log's end
+	// fails too.
+	var lostErr error
+	if s.index != nil {
+		if w, lost := s.startIndexForRead(topic, gen, start, end); lost {
+			lostErr = s.lostTail(topic, offs, end, w, st)
+		}
+	}
+	if lo >= end {
+		return lostErr
+	}
+	var plan index.Plan
+	if s.index != nil && !opts.NoIndex {
+		plan = s.index.Plan(topic, offs, end)
+	} else {
+		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
+	}
+	for _, rg := range plan.Ranges {
+		if rg.Scan {
+			st.ScanRanges++
+		} else {
+			st.IndexRanges++
+		}
+	}
+	if len(plan.Ranges) == 0 {
+		return lostErr
+	}
+	sb := &sub{from: offs, out: make(chan []logstore.Entry), gone: make(chan struct{})}
+	p := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	if err := sb.consume(ctx, p, yield, st); err != nil {
+		return err
+	}
+	return lostErr
+}
+
+// flushMetrics adds the pass's per-record counts to the metrics.
 func (r *reader) flushMetrics() {
 	m := r.s.metrics
 	m.skipped.WithLabelValues("other_region").Add(float64(r.otherRegion))
 	m.skipped.WithLabelValues("before_start").Add(float64(r.beforeStart))
-	m.entriesRead.WithLabelValues(r.topic).Add(float64(r.stats.Entries))
-	m.bytesRead.WithLabelValues(r.topic).Add(float64(r.stats.EntryBytes))
 }
 
 // errStop ends a read whose caller broke out of the loop.
@@ -115,19 +210,20 @@ var errStop = errors.New("kwal: read stopped by its caller")
 // the bound allows. Raise ReadHoldBytes to read it.
 var ErrHoldExceeded = errors.New("kwal: entry longer than a read may hold (Config.ReadHoldBytes)")
 
-// reader is a read's decoding loop: it takes the fetcher's responses in
-// plan order, decodes their records, reassembles entries and yields them in
-// ID order. It runs in the caller's goroutine (the one that yields) and
-// shares no state with the fetcher.
+// reader is a pass's decoding loop: it takes the fetcher's responses in
+// offset order, decodes their records, reassembles entries and yields them
+// in ID order to the router, which hands each to the reads of its region.
+// It runs in its own goroutine and shares no state with the fetcher.
 type reader struct {
 	s     *LogStore
 	topic string
-	opts  ReadOptions
+	gen   uint64 // the topic's index generation when the pass started (see indexGate)
+	end   int64  // the log end the pass reads to
 	asm   *record.Assembler
 	yield func(logstore.Entry, error) bool
+	route *router
 
-	gen   uint64           // the topic's index generation when the read started (see indexGate)
-	from  map[uint64]int64 // first offset wanted, per region
+	from  map[uint64]int64 // first offset wanted, per region (the lowest of its reads')
 	stats ReadStats
 
 	// Per-record counters, added to the metrics when the read ends.
@@ -142,76 +238,29 @@ type reader struct {
 	heldBytes int64
 }
 
-func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.EntryID) error {
-	s := r.s
-	if err := validateTopic(r.topic); err != nil {
-		return err
-	}
-	if len(from) == 0 {
-		return nil
-	}
-	r.gen = s.gate.generation(r.topic)
-	f := &fetcher{s: s, topic: r.topic}
-	if err := f.refreshLeader(ctx); err != nil {
-		return err
-	}
-	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	start, end, err := s.offsets(octx, r.topic)
-	cancel()
-	if err != nil {
-		return err
-	}
-	r.from = make(map[uint64]int64, len(from))
-	lo := end
-	for region, id := range from {
-		off := int64(0)
-		if id > 0 {
-			off = int64(id) - 1
+// decode runs the pass's decoding loop over ch until it closes or fails,
+// then yields what it holds.
+func (r *reader) decode(ctx context.Context, ch <-chan fetched) error {
+	if err := r.consume(ctx, ch); err != nil {
+		// The entries before the failure are the reads' as they would be
+		// without sharing; then the failure.
+		if ferr := r.route.flush(ctx); ferr != nil {
+			return errors.Join(err, ferr)
 		}
-		if off < start {
-			return &logstore.PrunedError{Namespace: r.topic, Requested: id, FirstAvailable: logstore.EntryID(start + 1)}
-		}
-		r.from[uint64(region)] = off
-		lo = min(lo, off)
-	}
-	// lostErr reports records of the read's regions that the index knew
-	// of past the log's end: the read yields what the log still has, then
-	// fails with it. Checked first, so that a read from past the log's end
-	// fails too.
-	var lostErr error
-	if s.index != nil {
-		if w, lost := s.startIndexForRead(r.topic, r.gen, start, end); lost {
-			lostErr = r.lostTail(end, w)
-		}
-	}
-	if lo >= end {
-		return lostErr
-	}
-	var plan index.Plan
-	if s.index != nil && !r.opts.NoIndex {
-		plan = s.index.Plan(r.topic, r.from, end)
-	} else {
-		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
-	}
-	for _, rg := range plan.Ranges {
-		if rg.Scan {
-			r.stats.ScanRanges++
-		} else {
-			r.stats.IndexRanges++
-		}
-	}
-	if err := r.consume(ctx, f, plan.Ranges); err != nil {
 		return err
 	}
 	if err := r.release(true); err != nil {
 		return err
 	}
-	for _, d := range r.asm.Open() {
-		s.metrics.skipped.WithLabelValues("incomplete").Inc()
-		s.log.Info("kwal: entry not complete at the end of the read; not yielded",
-			"topic", r.topic, "region", d.Region, "first_offset", d.First, "last_offset", d.Last, "read_end", end)
+	if err := r.route.flush(ctx); err != nil {
+		return err
 	}
-	return lostErr
+	for _, d := range r.asm.Open() {
+		r.s.metrics.skipped.WithLabelValues("incomplete").Inc()
+		r.s.log.Info("kwal: entry not complete at the end of the read; not yielded",
+			"topic", r.topic, "region", d.Region, "first_offset", d.First, "last_offset", d.Last, "read_end", r.end)
+	}
+	return nil
 }
 
 // maxScanRuns bounds the runs a scan accumulates for the index before it
@@ -219,31 +268,10 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 // span from below lets the index account for all of it at once.
 const maxScanRuns = 1 << 16
 
-// consume reads the planned ranges. A fetcher goroutine walks the plan one
-// fetch ahead of the reader, so the next response is on its way while the
-// current one is decoded and yielded (Config.ReadMemoryBound counts what
-// that pipeline holds). The goroutine ends before consume returns,
-// whatever the reason.
-func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range) error {
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan fetched)
-	done := make(chan struct{})
-	if !r.s.goRead(func() {
-		defer close(done)
-		defer close(ch)
-		fe.fetchAll(ctx, ranges, ch)
-	}) {
-		cancel()
-		return fmt.Errorf("kwal: read %q: %w", r.topic, logstore.ErrClosed)
-	}
-	defer func() {
-		cancel()
-		for range ch { // let the fetcher finish a send in progress
-		}
-		<-done
-		r.stats.Fetches += fe.stats.fetches // the fetcher has ended: its counters are final
-		r.stats.FetchedBytes += fe.stats.bytes
-	}()
+// consume decodes the fetcher's messages in order: responses (whose
+// entries go to the router, handed over after each response) and joining
+// reads.
+func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 
 	var runs []index.Run // a scan's runs since accFrom, covering [accFrom, off)
 	var rg index.Range
@@ -258,6 +286,10 @@ func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range)
 	for f := range ch {
 		if f.err != nil {
 			return f.err
+		}
+		if f.join != nil {
+			r.route.add(f.join, r.from)
+			continue
 		}
 		if f.rg != rg || f.from < off {
 			report()
@@ -303,6 +335,9 @@ func (r *reader) consume(ctx context.Context, fe *fetcher, ranges []index.Range)
 		}
 		if len(runs) >= maxScanRuns {
 			report()
+		}
+		if err := r.route.flush(ctx); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()
@@ -376,11 +411,11 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 	return p.Region, true, nil
 }
 
-// hold keeps the read's held entries and open entries within
+// hold keeps the pass's held entries and open entries within
 // Config.ReadHoldBytes: while they hold more, the oldest open entry is
 // given up as incomplete (the parts of an entry travel in one group, so
 // one still open this far past its first part was cut short by its
-// writer) and the entries that waited behind it are yielded. If a later
+// writer) and the entries that waited behind it are released. If a later
 // part of it turns up after all, the assembler fails the read (see
 // ErrHoldExceeded): the bound never loses an entry silently.
 func (r *reader) hold(at int64) error {

@@ -58,8 +58,13 @@ type LogStore struct {
 
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
-	readers   sync.WaitGroup // reads' fetch goroutines, so Close can wait for them
-	gate      indexGate      // orders reads' index updates with DeleteNamespace and Close
+	gate      indexGate // orders reads' index updates with DeleteNamespace and Close
+
+	passMu  sync.Mutex
+	passes  map[string][]*pass // running passes that take joining reads, per topic
+	passSeq uint64
+	passWG  sync.WaitGroup // the passes' goroutines
+	models  modelStore     // the last read's cost model, where the next starts
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
@@ -85,7 +90,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta)}
+	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -190,23 +195,6 @@ func (s *LogStore) begin(op string) error {
 }
 
 func (s *LogStore) end() { s.ops.Done() }
-
-// goRead runs f on a goroutine of a read that Close waits for (f must end
-// once readCtx ends); it returns false, running nothing, once the store is
-// closed.
-func (s *LogStore) goRead(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.readers.Add(1)
-	go func() {
-		defer s.readers.Done()
-		f()
-	}()
-	return true
-}
 
 // producer returns the topic's producer, creating the topic (when allowed)
 // and the producer on first use. Creating one topic's producer never blocks
@@ -640,6 +628,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
 	}
 	s.forgetMeta(namespace)
+	s.models.forget(namespace)
 	// Reads that started before the topic was deleted must not bring its
 	// index back from what they decoded: they stop updating it now.
 	s.gate.drop(namespace)
@@ -680,9 +669,10 @@ func (s *LogStore) ListNamespaces(ctx context.Context) ([]string, error) {
 // checkpoint and closes the clients. Idempotent.
 //
 // A read in progress yields no entry after Close began: its next step
-// yields an error matching ErrClosed. Close waits for the reads' fetch
-// goroutines to end, but not for a read's loop body (the caller's code,
-// which may itself call Close); from Close on, no read changes the index.
+// yields an error matching ErrClosed. Close waits for the reads' passes
+// (their fetch and decoding goroutines) to end, but not for a read's loop
+// body (the caller's code, which may itself call Close); from Close on, no
+// read changes the index.
 func (s *LogStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -690,6 +680,7 @@ func (s *LogStore) Close() error {
 		s.mu.Unlock()
 		s.stopReads() // reads in progress end with ErrClosed
 		s.gate.close()
+		s.passWG.Wait()
 		if s.stopPrune != nil {
 			close(s.stopPrune)
 			<-s.pruneExited
@@ -697,7 +688,6 @@ func (s *LogStore) Close() error {
 		// Appends in progress finish on their own: every queued request is
 		// sent, and each fails at the latest after ProduceTimeout.
 		s.ops.Wait()
-		s.readers.Wait() // fetches of reads in progress, ended by stopReads
 
 		s.mu.Lock()
 		slots := make([]*producerSlot, 0, len(s.producers))
