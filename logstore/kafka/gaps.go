@@ -3,6 +3,7 @@ package kafka
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/kwal/kwal/logstore"
 )
@@ -39,7 +40,9 @@ func controlSpans(raw []byte) []span {
 		}
 		if raw[16] == 2 && binary.BigEndian.Uint16(raw[21:23])&0x20 != 0 {
 			last := int64(int32(binary.BigEndian.Uint32(raw[23:27])))
-			out = append(out, span{from: base, to: base + last + 1})
+			if base >= 0 && last >= 0 && base <= math.MaxInt64-last-1 {
+				out = append(out, span{from: base, to: base + last + 1})
+			}
 		}
 		raw = raw[12+size:]
 	}
