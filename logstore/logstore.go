@@ -80,8 +80,11 @@ type LogStore interface {
 	// exactly once, and stops at the log's end as it was when Read started.
 	// from = 0 reads from the beginning. Entries deleted by pruning or
 	// retention yield an error matching ErrPruned; undecodable records yield
-	// an error matching ErrCorrupt. The iteration stops after the first
-	// error. Breaking out of the loop releases everything the read holds.
+	// an error matching ErrCorrupt, and so do records the log lost
+	// otherwise (a gap inside the range read, or records the store knew of
+	// past the log's end; see MissingError), after the entries before them.
+	// The iteration stops after the first error. Breaking out of the loop
+	// releases everything the read holds.
 	Read(ctx context.Context, namespace string, region RegionID, from EntryID) iter.Seq2[Entry, error]
 
 	// ReadRegions replays several regions of one namespace in one pass over
@@ -107,7 +110,9 @@ type LogStore interface {
 
 	// Close finishes or fails every pending append, persists what must
 	// persist, and returns. Any call after Close returns an error matching
-	// ErrClosed. Close is idempotent.
+	// ErrClosed; a read in progress yields no entry once Close began, only
+	// an error matching ErrClosed. Close does not wait for a read's loop
+	// body (it may call Close itself). Close is idempotent.
 	Close() error
 }
 
