@@ -131,24 +131,28 @@ func TestOpenBoundsIndexLoadWithContext(t *testing.T) {
 }
 
 // TestReadRacingDeleteNamespace protects DeleteNamespace from reads in
-// progress: a read that scans a topic (its store has no coverage yet) and
-// goes on after the topic was deleted must not re-create the dropped
-// topic's index, in memory or in IndexDir.
+// progress: a read that scans a topic (its store has no coverage yet),
+// many small fetches long, and goes on decoding after the topic was
+// deleted must not re-create the dropped topic's index, in memory or in
+// IndexDir.
 func TestReadRacingDeleteNamespace(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)
 	ctx := context.Background()
 	topic := newTopic(t)
 	w := openStore(t, brokers, nil)
-	var entries []logstore.Entry
-	for i := range 50 {
-		entries = append(entries, logstore.Entry{Namespace: topic, Region: logstore.RegionID(i%2 + 1), Data: []byte{byte(i)}})
+	for i := range 60 { // a batch each
+		_, err := w.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(i%2 + 1), Data: bytes.Repeat([]byte{byte(i)}, 1000)}})
+		require.NoError(t, err)
 	}
-	_, err := w.AppendBatch(ctx, entries)
-	require.NoError(t, err)
 
 	dir := t.TempDir()
-	s := openStore(t, brokers, func(cfg *kafka.Config) { cfg.IndexDir = dir })
+	s := openStore(t, brokers, func(cfg *kafka.Config) {
+		cfg.IndexDir = dir
+		cfg.MaxBatchBytes = 4096
+		cfg.FetchMaxBytes = 4096 // a few batches per response
+		cfg.ReadHoldBytes = 4096
+	})
 	n := 0
 	for _, err := range s.Read(ctx, topic, 1, 0) {
 		if err != nil {
