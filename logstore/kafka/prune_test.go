@@ -65,16 +65,21 @@ func TestPruneDeletesOnlyWhatNoRegionNeeds(t *testing.T) {
 	require.Len(t, got, 6)
 	require.Equal(t, "r2-4", string(got[0].Data))
 
-	// Another writer's record, unseen by the index, stops pruning there.
+	// Another store's entry, unseen by this store's index until Prune
+	// scans for it, stops pruning there; a record that is not kwal's holds
+	// no entry and does not.
 	rawProduce(t, brokers, &kgo.Record{Topic: topic, Value: []byte("foreign")})
+	other := openStore(t, brokers, nil)
+	res, err := other.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 3, Data: []byte("r3")}})
+	require.NoError(t, err)
 	appendN(2)
 	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][11]))
 	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][11]))
-	foreign := ids[2][9] // the foreign record sits right after the 10th call
 	first, err = s.Prune(ctx, topic)
 	require.NoError(t, err)
-	require.LessOrEqual(t, first, foreign+1, "the unseen record is kept")
-	require.Greater(t, first, ids[2][4])
+	require.Equal(t, res.LastEntryIDs[3], first, "region 3's entry is kept, the foreign record before it is not")
+	require.Len(t, collect(t, s.Read(ctx, topic, 3, 0)), 1)
+	require.Len(t, collect(t, other.Read(ctx, topic, 3, 0)), 1)
 
 	off := openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true })
 	_, err = off.Prune(ctx, topic)
@@ -121,4 +126,51 @@ func TestPruneReportsARefusal(t *testing.T) {
 	_, err = s.Prune(ctx, topic)
 	require.ErrorIs(t, err, kerr.PolicyViolation)
 	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 2, "nothing was deleted")
+}
+
+// TestPruneKeepsOtherRegionsReplayable is issue 14's simplest case: region
+// 1 never flushed (replays from ID 1), region 2 flushed its first entry at
+// offset 0, Prune deletes offset 0; region 1's replay from ID 1 must return
+// all of its entries, and so must a restarted store's, with and without its
+// index directory. Region 2 replays from its flushed ID + 1, and a read of
+// region 2 from ID 1 (whose entry was deleted) fails with ErrPruned.
+func TestPruneKeepsOtherRegionsReplayable(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	ctx := context.Background()
+	topic := newTopic(t)
+	var first2 logstore.EntryID
+	for i, r := range []logstore.RegionID{2, 1, 2, 1} {
+		res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
+		require.NoError(t, err)
+		if i == 0 {
+			first2 = res.LastEntryIDs[2]
+		}
+	}
+	require.Equal(t, logstore.EntryID(1), first2)
+	require.NoError(t, s.Obsolete(ctx, topic, 2, first2))
+	got, err := s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, logstore.EntryID(2), got, "offset 0 was deleted")
+
+	check := func(s *kafka.LogStore, when string) {
+		r1 := collect(t, s.Read(ctx, topic, 1, 1))
+		require.Len(t, r1, 2, when)
+		require.Equal(t, "r1-1", string(r1[0].Data), when)
+		r2 := collect(t, s.Read(ctx, topic, 2, first2+1))
+		require.Len(t, r2, 1, when)
+		both := collect(t, s.ReadRegions(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0, 2: first2 + 1}))
+		require.Len(t, both, 3, when)
+		_, err := readErr(s.Read(ctx, topic, 2, 1))
+		var pe *logstore.PrunedError
+		require.ErrorAs(t, err, &pe, when)
+		require.Equal(t, logstore.EntryID(2), pe.FirstAvailable, when)
+	}
+	check(s, "same store")
+	require.NoError(t, s.Close())
+	check(openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir }), "restarted")
+	check(openStore(t, brokers, nil), "restarted without its index directory")
+	check(openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true }), "no index")
 }
