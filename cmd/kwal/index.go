@@ -116,6 +116,7 @@ type logScan struct {
 	regions    map[uint64]int64 // records per region
 	foreign    int64
 	corrupt    int64
+	marks      int64 // records holding no entry but a statement (Obsolete, prune)
 }
 
 func (l *logScan) regionList() []uint64 {
@@ -135,6 +136,8 @@ func scanLog(ctx context.Context, s *session, ns string) (*logScan, error) {
 	ls.start, ls.end, err = consumeTopic(ctx, s, ns, 0, func(rec *kgo.Record) bool {
 		p, derr := record.Decode(rec.Key, rec.Value)
 		switch {
+		case derr == nil && p.Kind == record.KindMark:
+			ls.marks++
 		case derr == nil:
 			ls.regions[p.Region]++
 		case errors.Is(derr, record.ErrNotKwal):
@@ -391,12 +394,16 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	}
 	regions := ls.regionList()
 	w := a.stdout
-	fmt.Fprintf(w, "namespace %s: offsets [%d, %d), %d regions, %d foreign and %d undecodable records\n",
-		ns, ls.start, ls.end, len(regions), ls.foreign, ls.corrupt)
+	fmt.Fprintf(w, "namespace %s: offsets [%d, %d), %d regions, %d foreign and %d undecodable records, %d marks\n",
+		ns, ls.start, ls.end, len(regions), ls.foreign, ls.corrupt, ls.marks)
 	if len(regions) == 0 {
 		fmt.Fprintln(w, "nothing to verify")
 		return nil
 	}
+
+	// Both reads start at the log's first ID: below it the entries were
+	// pruned (ID 0 would mean none).
+	first := logstore.EntryID(ls.start + 1)
 
 	// Indexed reads first, so that they use the persisted index rather
 	// than what the full scan teaches the store.
@@ -406,7 +413,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	for _, r := range regions {
 		var stats kafka.ReadStats
 		var sigs []entrySig
-		for e, err := range st.ReadWith(ctx, ns, map[logstore.RegionID]logstore.EntryID{logstore.RegionID(r): 0}, kafka.ReadOptions{Stats: &stats}) {
+		for e, err := range st.ReadWith(ctx, ns, map[logstore.RegionID]logstore.EntryID{logstore.RegionID(r): first}, kafka.ReadOptions{Stats: &stats}) {
 			if err != nil {
 				return fmt.Errorf("indexed read of region %d: %w", r, err)
 			}
@@ -420,7 +427,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	scanned := make(map[uint64][]entrySig, len(regions))
 	from := make(map[logstore.RegionID]logstore.EntryID, len(regions))
 	for _, r := range regions {
-		from[logstore.RegionID(r)] = 0
+		from[logstore.RegionID(r)] = first
 	}
 	var scanStats kafka.ReadStats
 	t0 = time.Now()

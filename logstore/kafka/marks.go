@@ -19,10 +19,13 @@ import (
 // learns the same Obsolete points and the same proofs from the log itself.
 
 // knownMarks is what a store learned from the marks it wrote or read: per
-// topic, the prune mark with the highest Point.
+// topic, the prune mark with the highest Point, and how far the log was
+// searched for one (so that a topic whose start retention moved, with no
+// mark to vouch for it, is searched once, not by every read).
 type knownMarks struct {
-	mu    sync.Mutex
-	prune map[string]pruneMark
+	mu       sync.Mutex
+	prune    map[string]pruneMark
+	searched map[string]int64 // every mark below it was noted
 }
 
 // pruneMark is a prune mark and the offset it was read from or written at.
@@ -59,11 +62,34 @@ func (s *LogStore) knownPruneMark(topic string) (pruneMark, bool) {
 	return pm, ok
 }
 
+// vouches reports whether pm speaks for a log that starts at start and ends
+// at end: its Point is at or above start, and it lies below end (a mark at
+// or above the end belongs to a topic since deleted and recreated).
+func (pm pruneMark) vouches(start, end int64) bool {
+	return pm.m.Point >= start && pm.offset < end
+}
+
 // forgetMarks drops what the store knew of a deleted topic's marks.
 func (s *LogStore) forgetMarks(topic string) {
 	s.marks.mu.Lock()
 	defer s.marks.mu.Unlock()
 	delete(s.marks.prune, topic)
+	delete(s.marks.searched, topic)
+}
+
+// searchedTo returns the offset below which every mark of the topic was
+// noted by an earlier search.
+func (s *LogStore) searchedTo(topic string) int64 {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	return s.marks.searched[topic]
+}
+
+// setSearchedTo records that every mark below end was noted.
+func (s *LogStore) setSearchedTo(topic string, end int64) {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	s.marks.searched[topic] = max(s.marks.searched[topic], end)
 }
 
 // writeMark appends a mark to the topic (acks=all, idempotent, like every

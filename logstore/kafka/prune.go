@@ -290,7 +290,7 @@ func (s *LogStore) writePruneMark(ctx context.Context, topic string, g statser, 
 // vouchingMark returns a prune mark whose Point is at or above start: the
 // one known, or one found by scanning from start.
 func (s *LogStore) vouchingMark(ctx context.Context, topic string, start, end int64) (pruneMark, bool) {
-	if pm, ok := s.knownPruneMark(topic); ok && pm.m.Point >= start {
+	if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
 		return pm, true
 	}
 	r := &reader{s: s, topic: topic}

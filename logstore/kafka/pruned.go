@@ -28,7 +28,7 @@ type regionFrom struct {
 // still available (reading from it needs no proof).
 func (r *reader) proveNothingPruned(ctx context.Context, below []regionFrom, start, end int64) error {
 	pm, ok := r.s.knownPruneMark(r.topic)
-	if !ok || pm.m.Point < start {
+	if ok = ok && pm.vouches(start, end); !ok {
 		var err error
 		if pm, ok, err = r.findPruneMark(ctx, start, end); err != nil {
 			return err
@@ -52,9 +52,10 @@ func (r *reader) proveNothingPruned(ctx context.Context, below []regionFrom, sta
 // or above start, stopping at the first one (Prune writes its mark before it
 // deletes, above the point it deletes to, so the mark of the prune that set
 // the log start lies a little above it). Every mark passed on the way is
-// noted. Records that do not decode are left to the read itself.
+// noted, and what was searched is remembered: a later search starts where
+// this one ended. Records that do not decode are left to the read itself.
 func (r *reader) findPruneMark(ctx context.Context, start, end int64) (pruneMark, bool, error) {
-	for off := start; off < end; {
+	for off := max(start, r.s.searchedTo(r.topic)); off < end; {
 		res, err := r.fetch(ctx, off, r.s.cfg.FetchMaxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err
@@ -68,7 +69,8 @@ func (r *reader) findPruneMark(ctx context.Context, start, end int64) (pruneMark
 				continue
 			}
 			r.noteMark(rec.Offset, p)
-			if pm, ok := r.s.knownPruneMark(r.topic); ok && pm.m.Point >= start {
+			if pm, ok := r.s.knownPruneMark(r.topic); ok && pm.vouches(start, end) {
+				r.s.setSearchedTo(r.topic, rec.Offset+1)
 				return pm, true, nil
 			}
 		}
@@ -79,6 +81,7 @@ func (r *reader) findPruneMark(ctx context.Context, start, end int64) (pruneMark
 			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, res.bytes)
 		}
 		off = res.next
+		r.s.setSearchedTo(r.topic, off)
 	}
 	return pruneMark{}, false, nil
 }

@@ -86,7 +86,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta)}
-	s.marks.prune = make(map[string]pruneMark)
+	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
