@@ -241,16 +241,34 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 	if len(ranges) == 0 {
 		return nil
 	}
-	// Records that are not kwal's hold no entry: they may go. A corrupt
-	// kwal record may be any region's entry: it fails the catch-up, and so
-	// Prune, which then deletes nothing.
-	r := &reader{s: s, topic: topic, asm: record.NewAssembler(), from: map[uint64]int64{}, foreignOK: true,
-		yield: func(logstore.Entry, error) bool { return true }}
-	if err := r.refreshLeader(ctx); err != nil {
-		return err
+	// A pass of its own (no read joins it), whose decoding loop reports
+	// the scanned records to the index and notes the marks. Records that
+	// are not kwal's hold no entry: they may go. A corrupt kwal record may
+	// be any region's entry: it fails the catch-up, and so Prune, which
+	// then deletes nothing.
+	f := &fetcher{s: s, topic: topic, model: s.models.load(topic), pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
+	f.stats.plan = "scan"
+	r := &reader{s: s, topic: topic, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, foreignOK: true,
+		route: &router{regions: map[uint64][]*route{}}}
+	r.yield = r.route.dispatch
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan fetched)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		f.run(ctx, ch, nil, func() bool { return false })
+	}()
+	err := r.consume(ctx, ch)
+	cancel()
+	for range ch { // let the fetcher finish a send in progress
 	}
-	err := r.consume(ctx, ranges)
+	<-done
 	r.flushMetrics()
+	if err == nil {
+		s.models.save(topic, f.model)
+	}
 	return err
 }
 
@@ -293,12 +311,7 @@ func (s *LogStore) vouchingMark(ctx context.Context, topic string, start, end in
 	if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
 		return pm, true
 	}
-	r := &reader{s: s, topic: topic}
-	if err := r.refreshLeader(ctx); err != nil {
-		s.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
-		return pruneMark{}, false
-	}
-	pm, ok, err := r.findPruneMark(ctx, start, end)
+	pm, ok, err := s.findPruneMark(ctx, topic, start, end)
 	if err != nil {
 		s.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
 		return pruneMark{}, false

@@ -26,11 +26,11 @@ type regionFrom struct {
 // every prune, or by a program that wrote none) nothing can be proven and
 // the read fails with ErrPruned, naming the log start as the first ID
 // still available (reading from it needs no proof).
-func (r *reader) proveNothingPruned(ctx context.Context, below []regionFrom, start, end int64) error {
-	pm, ok := r.s.knownPruneMark(r.topic)
+func (s *LogStore) proveNothingPruned(ctx context.Context, topic string, below []regionFrom, start, end int64) error {
+	pm, ok := s.knownPruneMark(topic)
 	if ok = ok && pm.vouches(start, end); !ok {
 		var err error
-		if pm, ok, err = r.findPruneMark(ctx, start, end); err != nil {
+		if pm, ok, err = s.findPruneMark(ctx, topic, start, end); err != nil {
 			return err
 		}
 	}
@@ -43,7 +43,7 @@ func (r *reader) proveNothingPruned(ctx context.Context, below []regionFrom, sta
 		if ok && off >= pm.m.From && off >= pm.m.Before(uint64(b.region)) {
 			continue
 		}
-		return &logstore.PrunedError{Namespace: r.topic, Requested: b.id, FirstAvailable: logstore.EntryID(start + 1)}
+		return &logstore.PrunedError{Namespace: topic, Requested: b.id, FirstAvailable: logstore.EntryID(start + 1)}
 	}
 	return nil
 }
@@ -54,9 +54,13 @@ func (r *reader) proveNothingPruned(ctx context.Context, below []regionFrom, sta
 // the log start lies a little above it). Every mark passed on the way is
 // noted, and what was searched is remembered: a later search starts where
 // this one ended. Records that do not decode are left to the read itself.
-func (r *reader) findPruneMark(ctx context.Context, start, end int64) (pruneMark, bool, error) {
-	for off := max(start, r.s.searchedTo(r.topic)); off < end; {
-		res, err := r.fetch(ctx, off, r.s.cfg.FetchMaxBytes, "scan")
+func (s *LogStore) findPruneMark(ctx context.Context, topic string, start, end int64) (pruneMark, bool, error) {
+	f := &fetcher{s: s, topic: topic}
+	if err := f.refreshLeader(ctx); err != nil {
+		return pruneMark{}, false, err
+	}
+	for off := max(start, s.searchedTo(topic)); off < end; {
+		res, err := f.fetch(ctx, off, s.cfg.FetchMaxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err
 		}
@@ -68,30 +72,33 @@ func (r *reader) findPruneMark(ctx context.Context, start, end int64) (pruneMark
 			if err != nil || p.Kind != record.KindMark {
 				continue
 			}
-			r.noteMark(rec.Offset, p)
-			if pm, ok := r.s.knownPruneMark(r.topic); ok && pm.vouches(start, end) {
-				r.s.setSearchedTo(r.topic, rec.Offset+1)
+			s.noteMarkPart(topic, rec.Offset, p)
+			if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
+				s.setSearchedTo(topic, rec.Offset+1)
 				return pm, true, nil
 			}
 		}
 		if res.fp.Err != nil {
-			return pruneMark{}, false, &logstore.CorruptError{Namespace: r.topic, Offset: res.next, Err: res.fp.Err}
+			return pruneMark{}, false, &logstore.CorruptError{Namespace: topic, Offset: res.next, Err: res.fp.Err}
 		}
 		if res.next <= off {
-			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, res.bytes)
+			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", topic, off, res.bytes)
 		}
 		off = res.next
-		r.s.setSearchedTo(r.topic, off)
+		s.setSearchedTo(topic, off)
 	}
 	return pruneMark{}, false, nil
 }
 
-// noteMark hands a decoded mark record to the store.
-func (r *reader) noteMark(offset int64, p record.Part) {
+// noteMarkPart hands a decoded mark record to noteMark.
+func (s *LogStore) noteMarkPart(topic string, offset int64, p record.Part) {
 	m, err := record.DecodeMark(p.Data)
 	if err != nil { // Decode checked the payload already
-		r.s.log.Warn("kwal: ignoring an undecodable mark", "topic", r.topic, "offset", offset, "err", err)
+		s.log.Warn("kwal: ignoring an undecodable mark", "topic", topic, "offset", offset, "err", err)
 		return
 	}
-	r.s.noteMark(r.topic, offset, m)
+	s.noteMark(topic, offset, m)
 }
+
+// noteMark hands a mark record the pass decoded to the store.
+func (r *reader) noteMark(offset int64, p record.Part) { r.s.noteMarkPart(r.topic, offset, p) }
