@@ -231,6 +231,11 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 		return nil
 	}
 	s.startIndexForRead(topic, start, end)
+	if ls, ok := s.index.(logStarter); ok {
+		// With a producer open, Start was skipped: records deleted below
+		// start (by retention) must not keep holding the prune point.
+		ls.LogStarts(topic, start)
+	}
 	ts, _ := g.Stats(topic, false)
 	var ranges []index.Range
 	if !ts.Covered || ts.C > start {
@@ -270,6 +275,12 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 		s.models.save(topic, f.model)
 	}
 	return err
+}
+
+// logStarter is how Prune tells the index where the log begins now;
+// *index.Global has it.
+type logStarter interface {
+	LogStarts(topic string, logStart int64)
 }
 
 // writePruneMark writes the mark that vouches for deleting below point:
