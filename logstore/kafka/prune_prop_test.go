@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -309,4 +310,103 @@ func copyDir(t *testing.T, src, dst string) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
 	}
+}
+
+// TestPruneSharedTopic: two stores (two datanodes) share one topic,
+// regions 1-2 on A, 3-4 on B, and region 5 migrates from A to B mid-run
+// (B replays it from its flushed ID + 1, then writes and flushes it; A
+// never touches it again). Every round, both stores compute the same prune
+// point from the log (one of them restarted without its index directory
+// midway), it is exactly the lowest entry any region still needs, Prune
+// from either one deletes up to it and never an entry the other still
+// needs, and every region replays from its flushed ID + 1 on both.
+func TestPruneSharedTopic(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	a := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = t.TempDir() })
+	b := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = t.TempDir() })
+	topic := newTopic(t)
+	require.NoError(t, a.CreateNamespace(ctx, topic))
+	owner := map[logstore.RegionID]*kafka.LogStore{1: a, 2: a, 3: b, 4: b, 5: a}
+	regions := slices.Sorted(maps.Keys(owner))
+	m := &modelNS{name: topic, regions: regions, flushed: map[logstore.RegionID]logstore.EntryID{}}
+	rng := rand.New(rand.NewPCG(5, 14))
+	const rounds = 10
+	for round := range rounds {
+		switch round {
+		case 4: // region 5 moves from A to B
+			from := m.flushed[5] + 1
+			got := collect(t, b.Read(ctx, topic, 5, from))
+			want := m.want(5, from)
+			require.Len(t, got, len(want), "region 5 replayed on B")
+			for i, e := range want {
+				require.Equal(t, e.data, got[i].Data)
+			}
+			owner[5] = b
+		case 7: // A loses its index directory
+			require.NoError(t, a.Close())
+			a = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = t.TempDir() })
+			for r, o := range owner {
+				if o != b {
+					owner[r] = a
+				}
+			}
+		}
+		for i := range 3 {
+			for _, r := range regions {
+				data := fmt.Appendf(nil, "r%d-round%d-%d:%x", r, round, i, payload(rng, 20))
+				res, err := owner[r].AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: data}})
+				require.NoError(t, err)
+				m.entries = append(m.entries, modelEntry{id: res.LastEntryIDs[r], region: r, data: data})
+			}
+		}
+		slices.SortFunc(m.entries, func(x, y modelEntry) int { return int(x.id) - int(y.id) })
+		// Each region flushes all but its last entry, some rounds.
+		for _, r := range regions {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			var last, prev logstore.EntryID
+			for _, e := range m.entries {
+				if e.region == r {
+					prev, last = last, e.id
+				}
+			}
+			if prev > m.flushed[r] {
+				require.NoError(t, owner[r].Obsolete(ctx, topic, r, prev))
+				m.flushed[r] = prev
+			}
+		}
+		want := logstore.EntryID(0) // the lowest entry still needed
+		for _, e := range m.entries {
+			if e.id > m.flushed[e.region] && (want == 0 || e.id < want) {
+				want = e.id
+			}
+		}
+		sa, err := a.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+		require.NoError(t, err)
+		sb, err := b.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, want, sa.PrunePoint, "round %d: A's prune point", round)
+		require.Equal(t, want, sb.PrunePoint, "round %d: B's prune point", round)
+		pruner := []*kafka.LogStore{a, b}[round%2]
+		first, err := pruner.Prune(ctx, topic)
+		require.NoError(t, err)
+		require.Equal(t, want, first, "round %d", round)
+		m.start = int64(first) - 1
+		for _, s := range []*kafka.LogStore{a, b} {
+			for _, r := range regions {
+				from := m.flushed[r] + 1
+				got := collect(t, s.Read(ctx, topic, r, from))
+				w := m.want(r, from)
+				require.Len(t, got, len(w), "round %d: region %d from %d", round, r, from)
+				for i, e := range w {
+					require.Equal(t, e.id, got[i].ID)
+					require.Equal(t, e.data, got[i].Data)
+				}
+			}
+		}
+	}
+	require.Greater(t, m.start, int64(rounds*3), "pruning progressed through both stores' regions")
 }
