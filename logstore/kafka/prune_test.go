@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -173,4 +174,93 @@ func TestPruneKeepsOtherRegionsReplayable(t *testing.T) {
 	check(openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir }), "restarted")
 	check(openStore(t, brokers, nil), "restarted without its index directory")
 	check(openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true }), "no index")
+}
+
+// TestPruneWithReportsWhatHoldsItBack protects the prune report: a dry run
+// names the prune point and the regions holding it back, lowest first,
+// with the bytes each pins (what flushing it would free) and deletes
+// nothing; the metric carries the first holder's bytes; the prune itself
+// reports what it deleted, and the next one why nothing could go.
+func TestPruneWithReportsWhatHoldsItBack(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	s := openStore(t, testutil.Brokers(t), func(c *kafka.Config) { c.Registerer = reg })
+	ctx := context.Background()
+	topic := newTopic(t)
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	data := make([]byte, 1024)
+	for round := range 10 {
+		for _, r := range []logstore.RegionID{1, 2, 3} {
+			if r == 3 && round < 5 {
+				continue
+			}
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: data}})
+			require.NoError(t, err)
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][2]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][7]))
+
+	dry, err := s.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+	require.NoError(t, err)
+	require.False(t, dry.Deleted)
+	require.Equal(t, logstore.EntryID(1), dry.FirstID)
+	require.Equal(t, ids[1][3], dry.PrunePoint)
+	require.Len(t, dry.Holders, 3)
+	for i, want := range []kafka.PruneHolder{
+		{Region: 1, FirstNeeded: ids[1][3], ObsoleteUpTo: ids[1][2]},
+		{Region: 3, FirstNeeded: ids[3][0]},
+		{Region: 2, FirstNeeded: ids[2][8], ObsoleteUpTo: ids[2][7]},
+	} {
+		got := dry.Holders[i]
+		require.Equal(t, want.Region, got.Region, "holder %d", i)
+		require.Equal(t, want.FirstNeeded, got.FirstNeeded, "holder %d", i)
+		require.Equal(t, want.ObsoleteUpTo, got.ObsoleteUpTo, "holder %d", i)
+	}
+	t.Logf("log bytes %d, holders %+v", dry.LogBytes, dry.Holders)
+	if dry.LogBytes > 0 { // the broker reports partition sizes
+		h := dry.Holders
+		require.Positive(t, h[0].PinnedBytes)
+		// Region 1 pins the offsets up to region 3's first entry, at the
+		// log's average bytes per offset.
+		require.InDelta(t, float64(dry.LogBytes)*float64(h[1].FirstNeeded-h[0].FirstNeeded)/float64(dry.LatestID),
+			float64(h[0].PinnedBytes), float64(dry.LogBytes)/float64(dry.LatestID)+1)
+		require.LessOrEqual(t, dry.PrunableBytes+h[0].PinnedBytes+h[1].PinnedBytes+h[2].PinnedBytes, dry.LogBytes)
+	}
+	require.Equal(t, float64(dry.Holders[0].PinnedBytes), gauge(t, reg, "kwal_prune_pinned_bytes", topic))
+	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 10, "a dry run deletes nothing")
+
+	res, err := s.PruneWith(ctx, topic, kafka.PruneOptions{})
+	require.NoError(t, err)
+	require.True(t, res.Deleted)
+	require.Equal(t, logstore.EntryID(1), res.Before)
+	require.Equal(t, ids[1][3], res.FirstID)
+
+	res, err = s.PruneWith(ctx, topic, kafka.PruneOptions{})
+	require.NoError(t, err)
+	require.False(t, res.Deleted)
+	require.Equal(t, ids[1][3], res.FirstID)
+	require.Contains(t, res.Reason, fmt.Sprintf("region 1 still needs its entries from ID %d", ids[1][3]))
+}
+
+// gauge returns the value of the gauge name{namespace=ns} in reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, ns string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "namespace" && l.GetValue() == ns {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{namespace=%q}", name, ns)
+	return 0
 }

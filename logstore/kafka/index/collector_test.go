@@ -285,3 +285,23 @@ func gatherCount(t *testing.T, g prometheus.Gatherer, names ...string) int {
 	}
 	return n
 }
+
+// TestLogStartsDropsDeletedOffsets: LogStarts raises C to the new log start
+// (retention deleted below it) and drops the offsets below, without the log
+// end Start needs; it does nothing for a topic without coverage or below C.
+func TestLogStartsDropsDeletedOffsets(t *testing.T) {
+	t.Parallel()
+	g := newGlobal(t, Options{})
+	g.LogStarts("t", 5) // unknown topic
+	_, ok := g.Stats("t", false)
+	require.False(t, ok)
+	g.Start("t", 0, 0)
+	g.Observe("t", []Run{reg(1, 0, 10), reg(2, 10, 10)})
+	g.LogStarts("t", 15)
+	require.Empty(t, regionRuns(g, "t", 1))
+	require.Equal(t, []span{{15, 20}}, regionRuns(g, "t", 2))
+	g.LogStarts("t", 3)
+	ts, _ := g.Stats("t", false)
+	require.Equal(t, int64(15), ts.C)
+	require.Equal(t, int64(20), ts.W)
+}
