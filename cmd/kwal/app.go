@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,14 +55,18 @@ func interruptedError(format string, args ...any) error {
 // app is one invocation of the command: its outputs, its environment and
 // the flags every subcommand shares.
 type app struct {
+	stdin          io.Reader // nil: no input (confirmations need --yes)
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	// interactive reports whether stderr is a terminal (progress bars draw
 	// only then).
 	interactive func() bool
+	// canAsk reports whether stdin is a terminal a question can be put to.
+	canAsk func() bool
 
-	g   globalFlags
-	log *slog.Logger
+	g     globalFlags
+	log   *slog.Logger
+	level *slog.LevelVar // log's level: --log-level, raised once interrupted
 	// cmdPath is the running command ("kwal demo"), recorded as the owner
 	// of the data directory's lock.
 	cmdPath string
@@ -94,12 +99,24 @@ type globalFlags struct {
 }
 
 // run builds the command tree, runs it with args and returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	a := newApp(stdout, stderr, getenv)
+	a.stdin = stdin
 	stderr = a.stderr
 	root := a.rootCmd()
 	root.SetArgs(args)
+	// Once interrupted, warnings of connections closing are noise: the
+	// command reports the interruption in one line.
+	stopQuiet := context.AfterFunc(ctx, func() {
+		if a.level.Level() < slog.LevelError {
+			a.level.Set(slog.LevelError)
+		}
+	})
+	defer stopQuiet()
 	if err := root.ExecuteContext(ctx); err != nil {
+		if _, ok := errors.AsType[*exitErr](err); !ok && ctx.Err() != nil {
+			err = interruptedError("%s interrupted before it finished (%v)", cmp.Or(a.cmdPath, "kwal"), err)
+		}
 		msg := err.Error()
 		if !strings.HasPrefix(msg, "kwal: ") {
 			msg = "kwal: " + msg
@@ -136,7 +153,13 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 		f, ok := stderr.(*os.File)
 		return ok && term.IsTerminal(int(f.Fd()))
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a.canAsk = func() bool {
+		f, ok := a.stdin.(*os.File)
+		return ok && term.IsTerminal(int(f.Fd()))
+	}
+	a.level = new(slog.LevelVar)
+	a.level.Set(slog.LevelWarn)
+	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: a.level}))
 	return a
 }
 
@@ -184,7 +207,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringSliceVar(&a.g.brokers, "brokers", nil, "seed brokers host:port, comma-separated; empty starts an embedded broker")
 	pf.StringVar(&a.g.dataDir, "data-dir", defaultDataDir, "directory of the embedded broker's data (<data-dir>/kafka) and of the default index dir")
-	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index)")
+	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index, or <data-dir>/index-<brokers> with --brokers)")
 	pf.BoolVar(&a.g.tls, "tls", false, "connect to the brokers with TLS (implied by the other --tls-* flags)")
 	pf.StringVar(&a.g.tlsCA, "tls-ca", "", "PEM file of the CA certificates to trust (default: system roots)")
 	pf.StringVar(&a.g.tlsCert, "tls-cert", "", "PEM file of the client certificate (with --tls-key)")
@@ -231,6 +254,6 @@ func (a *app) prepare(cmd *cobra.Command) error {
 	if err := lvl.UnmarshalText([]byte(a.g.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", a.g.logLevel)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+	a.level.Set(lvl)
 	return nil
 }

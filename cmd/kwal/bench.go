@@ -11,6 +11,7 @@ import (
 
 	"github.com/kwal/kwal/internal/bench"
 	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
 const benchPrefix = "kwal-bench-"
@@ -85,6 +86,14 @@ func (a *app) benchCmd() *cobra.Command {
 	f.IntVar(&o.lanes, "produce-lanes", def.ProduceLanes, "kwal produce lanes (franz-go clients carrying batches at once)")
 	f.IntVar(&o.maxRegions, "max-regions-per-batch", def.MaxRegionsPerBatch, "kwal MaxRegionsPerBatch: regions a produce may carry when a backlog builds up (1 = region-pure batches)")
 	f.IntVar(&o.rounds, "rounds", 3, "rounds of the append comparison (each on fresh topics, alternating which producer goes first; figures add up all rounds)")
+	a.bound(f, "entry-size", 0, maxEntrySize, "bench builds every call's entries in memory before it starts the clock")
+	a.bound(f, "calls", 1, 1_000_000, "bench builds every call's entries in memory before it starts the clock")
+	a.boundDuration(f, "duration", 0, time.Hour, "a longer run is a soak test, not a comparison")
+	a.bound(f, "batch-bytes", record.MinBatchBytes, 64*miB, "kwal's MaxBatchBytes and the embedded broker's message.max.bytes")
+	a.boundDuration(f, "linger", 0, time.Minute, "every append waits up to this long")
+	a.bound(f, "produce-lanes", 1, 256, "kwal's ProduceLanes")
+	a.bound(f, "max-regions-per-batch", 1, maxRegions, "there are at most --regions regions")
+	a.bound(f, "rounds", 1, 100, "each round appends the whole workload three times")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.BoolVar(&o.keep, "keep", false, "keep the benchmark's namespaces")
 	return cmd
@@ -98,20 +107,23 @@ func (o benchOpts) workload() bench.Workload {
 	}
 }
 
+// validate checks what the flags' ranges alone cannot, before anything
+// connects.
+func (o benchOpts) validate() error {
+	if o.topics > o.regions {
+		return fmt.Errorf("--topics %d is more than --regions %d: every namespace needs a region", o.topics, o.regions)
+	}
+	if err := checkMemory(int64(o.writers)*int64(o.calls)*int64(o.perCall), int64(o.entrySize), "--writers × --calls × --entries-per-call"); err != nil {
+		return err
+	}
+	return o.workload().Validate()
+}
+
 // runBench checks the flags, connects, and runs the benchmark's phases in
 // order (see benchRun); the namespaces are deleted at the end unless --keep.
 func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
-	if err := o.workload().Validate(); err != nil {
+	if err := o.validate(); err != nil {
 		return err
-	}
-	if o.replayRuns < 1 {
-		return fmt.Errorf("--replay-runs must be >= 1")
-	}
-	if o.rounds < 1 {
-		return fmt.Errorf("--rounds must be >= 1")
-	}
-	if o.duration < 0 {
-		return fmt.Errorf("--duration must not be negative")
 	}
 	codec, err := codecOf(o.compression)
 	if err != nil {
@@ -137,15 +149,32 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		return err
 	}
 	defer func() { _ = b.st.Close() }()
+	// Registered before the first namespace is created, so that whatever
+	// ends the run (an error, Ctrl-C) deletes what it created; Ctrl-C is
+	// then reported in one line.
+	defer func() {
+		var cleaned string
+		if !o.keep {
+			n, cerr := b.deleteNamespaces()
+			cleaned = fmt.Sprintf("%d namespace(s) of the run (%s*) deleted (--keep keeps them)", n, benchPrefix+b.stamp)
+			if cerr != nil {
+				cleaned = fmt.Sprintf("%s, then: %v", cleaned, cerr)
+				if err == nil {
+					err = cerr
+				}
+			}
+		} else {
+			cleaned = fmt.Sprintf("%d namespace(s) of the run (%s*) kept", len(b.created), benchPrefix+b.stamp)
+		}
+		switch {
+		case ctx.Err() != nil:
+			err = interruptedError("bench interrupted while %s; %s", b.doing, cleaned)
+		case err == nil && !o.json:
+			fmt.Fprintf(a.stdout, "\n%s\n", cleaned) // said once it is done
+		}
+	}()
 	if err := b.createNamespaces(ctx); err != nil {
 		return err
-	}
-	if !o.keep {
-		defer func() {
-			if cerr := b.deleteNamespaces(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
 	}
 	if b.copts, err = s.clientOpts(); err != nil {
 		return err

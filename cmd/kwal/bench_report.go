@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -170,7 +169,4 @@ func (a *app) printBench(o benchOpts, s *session, r *benchReport) {
 	fmt.Fprintf(tw, "replay_speedup\t%.2f\t(full scan ÷ indexed, median of %d)\n", r.ReplaySpeedup, rp.Runs)
 	fmt.Fprintf(tw, "index_bytes_per_entry\t%.3f\t(%s in %d file(s) ÷ %d entries indexed)\n", r.IndexBytesPerEntry, humanBytes(r.Index.Bytes), r.Index.Files, r.Index.Entries)
 	_ = tw.Flush()
-	if !o.keep {
-		fmt.Fprintf(w, "\nnamespaces %s* deleted (--keep keeps them)\n", strings.TrimSuffix(r.Replay.Namespace, "kwal-0"))
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,7 +29,9 @@ type benchRun struct {
 
 	rounds       []benchRound
 	warmK, warmR []string
-	all          []string // every namespace of the run, for cleaning up
+	all          []string // every namespace of the run
+	created      []string // those created so far, for cleaning up
+	doing        string   // the phase under way, for an interruption's report
 
 	kwalSum, rawSum, asyncSum bench.AppendResult // added up over every round
 	firstEntries              int64              // kwal entries of round 1, whose topic's index is measured
@@ -52,6 +55,7 @@ func (b *benchRun) storeConfig(c *kafka.Config) {
 
 // phase prints a progress line unless --quiet.
 func (b *benchRun) phase(format string, args ...any) {
+	b.doing = strings.TrimSuffix(fmt.Sprintf(format, args...), "…")
 	if !b.o.quiet {
 		fmt.Fprintf(b.a.stderr, "bench: "+format+"\n", args...)
 	}
@@ -80,7 +84,9 @@ func (b *benchRun) createNamespaces(ctx context.Context) error {
 	b.warmK, b.warmR = b.names("warmup-kwal"), b.names("warmup-raw")
 	b.all = slices.Concat(b.all, b.warmK, b.warmR)
 	b.rep.Namespaces = map[string][]string{"kwal": b.rounds[0].kwal, "raw": b.rounds[0].raw, "raw_async": b.rounds[0].async}
+	b.phase("creating %d namespaces…", len(b.all))
 	for _, t := range b.all {
+		b.created = append(b.created, t) // before: a create cut short may still have made it
 		if err := b.st.CreateNamespace(ctx, t); err != nil {
 			return err
 		}
@@ -88,23 +94,34 @@ func (b *benchRun) createNamespaces(ctx context.Context) error {
 	return nil
 }
 
-// deleteNamespaces deletes the run's namespaces (and their index) with a
-// store of its own.
-func (b *benchRun) deleteNamespaces() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// deleteNamespaces deletes the namespaces the run created (and their
+// index) with a store of its own, since the run's context may have ended
+// (Ctrl-C); it is bounded by cleanupTimeout. It returns how many it
+// deleted.
+func (b *benchRun) deleteNamespaces() (int, error) {
+	if len(b.created) == 0 {
+		return 0, nil
+	}
+	// The run's store goes first: its metrics hold the session's registry,
+	// which the cleaning store registers in.
+	_ = b.st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	st, err := b.s.openStore(ctx, b.storeConfig)
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("cleaning up: %w", err)
 	}
 	defer func() { _ = st.Close() }()
-	for _, n := range b.all {
+	for i, n := range b.created {
 		if err := st.DeleteNamespace(ctx, n); err != nil {
-			return fmt.Errorf("cleaning up: %w", err)
+			return i, fmt.Errorf("cleaning up (kwal namespaces delete '%s*' --yes deletes the rest): %w", benchPrefix+b.stamp, err)
 		}
 	}
-	return st.Close()
+	return len(b.created), st.Close()
 }
+
+// cleanupTimeout bounds the deletion of the bench's namespaces.
+const cleanupTimeout = 30 * time.Second
 
 // runPlan plays a plan through app: --calls calls per writer, or for
 // --duration.

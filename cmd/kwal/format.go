@@ -53,6 +53,7 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // otherwise, or a quoted printable prefix (of 3 bytes or more) followed by
 // the rest in hex.
 func preview(data []byte, n int) string {
+	n = max(n, 0) // --bytes is bounded; a negative n shows nothing rather than panic
 	p := data[:min(len(data), n)]
 	k := 0
 	for k < len(p) && p[k] >= 0x20 && p[k] <= 0x7e {

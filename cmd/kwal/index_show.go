@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 
@@ -46,6 +48,8 @@ counts the offsets of whole entries and of parts of split entries.
 	f.BoolVar(&noScan, "no-scan", false, "do not scan the log (no broker needed); regions come from the index")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per namespace")
 	f.IntVar(&maxShown, "max-regions", 1000, "print at most this many regions per namespace (0: all)")
+	a.bound(f, "regions", anyValue.min, anyValue.max, "")
+	a.bound(f, "max-regions", 0, math.MaxInt32, "")
 	return cmd
 }
 
@@ -56,12 +60,18 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		return err
 	}
 	var topics []string
+	indexed := g.Topics()
+	_ = g.Close(ctx)
+	hasIndex := true
 	if ns != "" {
 		topics = []string{ns}
+		hasIndex = slices.Contains(indexed, ns)
+		if !hasIndex && noScan {
+			return fmt.Errorf("namespace %s has no index in %s (with --no-scan its log was not looked at)", ns, dir)
+		}
 	} else {
-		topics = g.Topics()
+		topics = indexed
 	}
-	_ = g.Close(ctx)
 	if len(topics) == 0 {
 		fmt.Fprintf(a.stdout, "no index checkpoints in %s\n", dir)
 		return nil
@@ -84,11 +94,19 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		for _, t := range topics {
 			ls, err := scanLog(ctx, s, t)
 			if err != nil {
-				if errors.Is(err, kafka.ErrUnknownNamespace) {
-					a.log.Warn("namespace has an index but no topic", "namespace", t)
-					continue
+				if !errors.Is(err, kafka.ErrUnknownNamespace) {
+					return err
 				}
-				return err
+				if !hasIndex {
+					return fmt.Errorf("no namespace %s: no such topic, and no index of it in %s", t, dir)
+				}
+				fmt.Fprintf(a.stderr, "kwal: namespace %s has an index in %s but no topic (deleted by other means? kwal namespaces delete %s removes the index)\n", t, dir, t)
+				continue
+			}
+			if !hasIndex {
+				fmt.Fprintf(a.stdout, "namespace %s\n  no index in %s yet: its log holds offsets [%d, %d), with records of %d region(s); a store that appends to it or reads it builds the index\n",
+					t, dir, ls.start, ls.end, len(ls.regions))
+				return nil
 			}
 			scans[t] = ls
 			want[t] = ls.regionList()

@@ -214,3 +214,8 @@ func TestNamespacesPrune(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, fmt.Sprintf("entries from ID 1 were pruned; the first ID still available is %d", ids[1][3]))
 }
+
+// rawRecord is a record of another program: no kwal key.
+func rawRecord(topic, value string) *kgo.Record {
+	return &kgo.Record{Topic: topic, Value: []byte(value)}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -75,38 +76,58 @@ func (a *app) checkLimits(cmd *cobra.Command) error {
 	return errors.Join(errs...)
 }
 
+// valueKind is how a flag's values are written, for messages.
+type valueKind int
+
+const (
+	plainNumber valueKind = iota
+	durationValue
+	byteValue
+)
+
+func kindOf(f *pflag.Flag) valueKind {
+	switch {
+	case strings.HasPrefix(f.Value.Type(), "duration"):
+		return durationValue
+	case f.Value.Type() == "bytes":
+		return byteValue
+	}
+	return plainNumber
+}
+
 // check checks the flag's value (each value of a list).
 func (l limit) check(f *pflag.Flag) error {
+	kind := kindOf(f)
+	if b, ok := f.Value.(*byteSize); ok {
+		return l.checkNumber(f.Name, f.Value.String(), uint64(*b), kind)
+	}
 	vals := []string{f.Value.String()}
 	if sv, ok := f.Value.(pflag.SliceValue); ok {
 		vals = sv.GetSlice()
 	}
-	dur := strings.HasPrefix(f.Value.Type(), "duration")
-	if b, ok := f.Value.(*byteSize); ok {
-		vals = []string{fmt.Sprint(uint64(*b))}
-	}
 	for _, v := range vals {
-		if err := l.checkOne(f.Name, v, dur); err != nil {
+		if err := l.checkOne(f.Name, v, kind); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (l limit) checkOne(name, v string, dur bool) error {
+// checkOne checks one value as the flag holds it, written out.
+func (l limit) checkOne(name, v string, kind valueKind) error {
 	var n uint64
 	switch {
-	case dur:
+	case kind == durationValue:
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("--%s: %q is not a duration", name, v)
 		}
 		if d < 0 {
-			return l.outside(name, v, dur)
+			return l.outside(name, v, kind)
 		}
 		n = uint64(d)
 	case strings.HasPrefix(v, "-"):
-		return l.outside(name, v, dur)
+		return l.outside(name, v, kind)
 	default:
 		u, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -114,8 +135,13 @@ func (l limit) checkOne(name, v string, dur bool) error {
 		}
 		n = u
 	}
+	return l.checkNumber(name, v, n, kind)
+}
+
+// checkNumber checks n, written v.
+func (l limit) checkNumber(name, v string, n uint64, kind valueKind) error {
 	if n < l.min || n > l.max {
-		err := l.outside(name, v, dur)
+		err := l.outside(name, v, kind)
 		if n > l.max && l.why != "" {
 			err = fmt.Errorf("%w: %s", err, l.why)
 		}
@@ -124,17 +150,18 @@ func (l limit) checkOne(name, v string, dur bool) error {
 	return nil
 }
 
-func (l limit) outside(name, v string, dur bool) error {
-	return fmt.Errorf("--%s: %s is outside the allowed range %s", name, v, l.rangeText(dur))
+func (l limit) outside(name, v string, kind valueKind) error {
+	return fmt.Errorf("--%s: %s is outside the allowed range %s", name, v, l.rangeText(kind))
 }
 
 // rangeText shows the range as the flag's values are written.
-func (l limit) rangeText(dur bool) string {
-	if dur {
-		return fmt.Sprintf("[%v, %v]", time.Duration(l.min), time.Duration(l.max))
-	}
+func (l limit) rangeText(kind valueKind) string {
 	show := func(n uint64) string {
 		switch {
+		case kind == durationValue:
+			return time.Duration(n).String()
+		case kind == byteValue:
+			return humanize.IBytes(n)
 		case n == math.MaxInt64:
 			return "2^63-1"
 		case n == math.MaxUint64:
@@ -153,6 +180,6 @@ func (a *app) annotateLimits() {
 		if l == anyValue {
 			continue
 		}
-		f.Usage += " " + l.rangeText(strings.HasPrefix(f.Value.Type(), "duration"))
+		f.Usage += " " + l.rangeText(kindOf(f))
 	}
 }

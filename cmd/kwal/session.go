@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kwal/kwal/embedded"
@@ -175,7 +176,7 @@ func (s *session) openStore(ctx context.Context, mutate func(*kafka.Config)) (*k
 	}
 	st, err := kafka.Open(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, s.reachHint())
+		return nil, s.unreachable(err)
 	}
 	return st, nil
 }
@@ -212,7 +213,37 @@ func (s *session) rawClient(ctx context.Context, extra ...kgo.Opt) (*kgo.Client,
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("no broker of %v answered within %v: %w%s", s.cfg.Brokers, s.cfg.RequestTimeout, err, s.reachHint())
+		return nil, s.unreachable(fmt.Errorf("no broker of %v answered within %v: %w", s.cfg.Brokers, s.cfg.RequestTimeout, err))
 	}
 	return cl, nil
+}
+
+// refusedError is a failure to reach the brokers because nothing listens
+// at their addresses: it says so, rather than that no broker answered in
+// time (which a refused connection learns at once, not after a timeout).
+type refusedError struct {
+	brokers []string
+	err     error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("no broker at %s: connection refused, nothing listens there (is the broker running? check --brokers/KWAL_BROKERS)",
+		strings.Join(e.brokers, ","))
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// unreachable adds to a failure to reach the brokers what to check, and
+// tells a refused connection from a timeout.
+func (s *session) unreachable(err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return &refusedError{brokers: s.cfg.Brokers, err: err}
+	}
+	// kafka.Open has no error value for "no broker answered" (a timeout, a
+	// TLS or SASL failure), only its words; other errors (a bad setting,
+	// a closed context) get no hint about the brokers.
+	if !strings.Contains(err.Error(), "no broker") {
+		return err
+	}
+	return fmt.Errorf("%w%s", err, s.reachHint())
 }
