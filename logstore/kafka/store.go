@@ -17,6 +17,7 @@ import (
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
 
@@ -67,6 +68,8 @@ type LogStore struct {
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
+
+	marks knownMarks // prune marks known, per topic (marks.go)
 }
 
 var _ logstore.LogStore = (*LogStore)(nil)
@@ -89,6 +92,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
+	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -550,9 +554,10 @@ func (s *LogStore) LatestEntryID(ctx context.Context, namespace string) (logstor
 	return logstore.EntryID(end), nil
 }
 
-// Obsolete records that the region no longer needs entries with ID <= upTo:
-// the index drops its records below, and the point survives restarts when
-// the index is persisted.
+// Obsolete records that the region no longer needs entries with ID <= upTo.
+// It writes an Obsolete mark into the topic (one small record), so that the
+// point survives restarts and a lost index, and every store sharing the
+// topic learns it; the index drops the region's records below it.
 func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logstore.RegionID, upTo logstore.EntryID) error {
 	if err := s.begin("obsolete"); err != nil {
 		return err
@@ -564,10 +569,16 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.index != nil && upTo > 0 {
-		// Entry upTo starts at offset upTo-1; every record before offset
-		// upTo belongs to an entry with ID <= upTo.
-		s.index.Obsolete(namespace, uint64(region), int64(upTo))
+	if upTo == 0 {
+		return nil
+	}
+	// Entry upTo starts at offset upTo-1; every record before offset upTo
+	// belongs to an entry with ID <= upTo. The point goes into the log as a
+	// mark, so that every node sharing the topic (and this one after losing
+	// its index) learns it; the index takes it in when the mark is written.
+	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: int64(upTo)}}}
+	if _, err := s.writeMark(ctx, namespace, m); err != nil {
+		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	return nil
 }
@@ -618,6 +629,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
 	}
 	s.forgetMeta(namespace)
+	s.forgetMarks(namespace)
 	s.models.forget(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
