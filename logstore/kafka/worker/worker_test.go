@@ -20,21 +20,54 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeLog is an in-memory partition: each ProduceSync call appends its
-// records atomically, after a random delay, unless told to fail.
+// fakeLog is an in-memory broker with one partition per topic: each Flush
+// of a client appends the records it buffered, atomically, after a random
+// delay, unless told to fail.
 type fakeLog struct {
-	mu      sync.Mutex
-	recs    []*kgo.Record
-	calls   [][]uint64 // regions of each produce call
-	delay   func() time.Duration
-	failNth map[int]error // produce call number -> error for all its records
-	n       int
-	block   chan struct{} // when set, produce waits for it
+	mu        sync.Mutex
+	recs      []*kgo.Record // every record, in the order written
+	byTopic   map[string]int64
+	calls     [][]uint64 // regions of each batch (one topic of one flush)
+	flushes   [][]string // topics of each flush, one per batch
+	delay     func() time.Duration
+	failNth   map[int]error            // flush number -> error for all its records
+	failTopic func(topic string) error // when set, the error for a topic's batch
+	n         int
+	block     chan struct{} // when set, flush waits for it
 }
 
-type fakeClient struct{ log *fakeLog }
+// fakeClient buffers produced records until Flush, as a kgo client with
+// ManualFlushing does.
+type fakeClient struct {
+	log *fakeLog
+	mu  sync.Mutex
+	buf []fakeRec
+}
 
-func (c fakeClient) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+type fakeRec struct {
+	r       *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+func newFakeClients(log *fakeLog, n int) []Client {
+	out := make([]Client, n)
+	for i := range out {
+		out[i] = &fakeClient{log: log}
+	}
+	return out
+}
+
+func (c *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	c.mu.Lock()
+	c.buf = append(c.buf, fakeRec{r, promise})
+	c.mu.Unlock()
+}
+
+func (c *fakeClient) Flush(context.Context) error {
+	c.mu.Lock()
+	buf := c.buf
+	c.buf = nil
+	c.mu.Unlock()
 	l := c.log
 	if l.delay != nil {
 		time.Sleep(l.delay())
@@ -43,27 +76,53 @@ func (c fakeClient) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Prod
 		<-l.block
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.n++
-	out := make(kgo.ProduceResults, len(rs))
+	errs := make([]error, len(buf))
 	if err := l.failNth[l.n]; err != nil {
-		for i, r := range rs {
-			out[i] = kgo.ProduceResult{Record: r, Err: err}
+		for i := range errs {
+			errs[i] = err
 		}
-		return out
-	}
-	var regions []uint64
-	for i, r := range rs {
-		r.Offset = int64(len(l.recs))
-		l.recs = append(l.recs, r)
-		p, err := record.Decode(r.Key, r.Value)
-		if err == nil {
-			regions = append(regions, p.Region)
+	} else {
+		if l.byTopic == nil {
+			l.byTopic = map[string]int64{}
 		}
-		out[i] = kgo.ProduceResult{Record: r}
+		// One batch per topic, in the order the topics first appear.
+		var topics []string
+		byTopic := map[string][]int{}
+		for i, fr := range buf {
+			if _, ok := byTopic[fr.r.Topic]; !ok {
+				topics = append(topics, fr.r.Topic)
+			}
+			byTopic[fr.r.Topic] = append(byTopic[fr.r.Topic], i)
+		}
+		for _, t := range topics {
+			if l.failTopic != nil {
+				if err := l.failTopic(t); err != nil {
+					for _, i := range byTopic[t] {
+						errs[i] = err
+					}
+					continue
+				}
+			}
+			var regions []uint64
+			for _, i := range byTopic[t] {
+				r := buf[i].r
+				r.Offset = l.byTopic[t]
+				l.byTopic[t]++
+				l.recs = append(l.recs, r)
+				if p, err := record.Decode(r.Key, r.Value); err == nil {
+					regions = append(regions, p.Region)
+				}
+			}
+			l.calls = append(l.calls, regions)
+		}
+		l.flushes = append(l.flushes, topics)
 	}
-	l.calls = append(l.calls, regions)
-	return out
+	l.mu.Unlock()
+	for i, fr := range buf {
+		fr.promise(fr.r, errs[i])
+	}
+	return nil
 }
 
 type observed struct {
@@ -79,13 +138,9 @@ func (o *observed) Observe(_ string, runs []index.Run) {
 
 func newTestProducer(t *testing.T, log *fakeLog, lanes int, mutate func(*Options)) (*Producer, *observed) {
 	t.Helper()
-	clients := make([]Client, lanes)
-	for i := range clients {
-		clients[i] = fakeClient{log}
-	}
 	obs := &observed{}
 	opts := Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: 10 * time.Second,
-		Lanes: NewLanes(clients), Collector: obs, Metrics: NewMetrics()}
+		Lanes: NewLanes(LanesOptions{Clients: newFakeClients(log, lanes)}), Collector: obs, Metrics: NewMetrics()}
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -99,7 +154,7 @@ func newTestProducer(t *testing.T, log *fakeLog, lanes int, mutate func(*Options
 			}
 		}
 		require.NoError(t, p.Close(context.Background()))
-		opts.Lanes.Wait()
+		opts.Lanes.Close()
 	})
 	return p, obs
 }
@@ -266,8 +321,7 @@ func TestTimeoutFailsAndHoldsRegion(t *testing.T) {
 // sent and resolved, and Submit after Close fails with ErrClosed.
 func TestCloseDrainsQueue(t *testing.T) {
 	log := &fakeLog{delay: func() time.Duration { return time.Millisecond }}
-	clients := []Client{fakeClient{log}}
-	lanes := NewLanes(clients)
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Second, Lanes: lanes})
 	ctx := context.Background()
 	var pds []*Pending
@@ -284,14 +338,14 @@ func TestCloseDrainsQueue(t *testing.T) {
 	_, err := p.Submit(ctx, []Entry{{Region: 1}})
 	require.ErrorIs(t, err, logstore.ErrClosed)
 	require.NoError(t, p.Close(ctx), "idempotent")
-	lanes.Wait()
+	lanes.Close()
 }
 
 // TestCloseTimeoutFailsPending protects Close against a stuck broker: when
 // its context ends, every unresolved request fails with ErrClosed.
 func TestCloseTimeoutFailsPending(t *testing.T) {
 	log := &fakeLog{block: make(chan struct{})}
-	lanes := NewLanes([]Client{fakeClient{log}})
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Hour, Lanes: lanes})
 	ctx := context.Background()
 	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
@@ -306,7 +360,7 @@ func TestCloseTimeoutFailsPending(t *testing.T) {
 		require.ErrorIs(t, err, logstore.ErrClosed)
 	}
 	close(log.block)
-	lanes.Wait()
+	lanes.Close()
 }
 
 // TestLingerHoldsSmallGroupsUntilClose protects Linger: a small request
@@ -315,7 +369,7 @@ func TestCloseTimeoutFailsPending(t *testing.T) {
 // sends what is still lingering instead of waiting it out.
 func TestLingerHoldsSmallGroupsUntilClose(t *testing.T) {
 	log := &fakeLog{}
-	lanes := NewLanes([]Client{fakeClient{log}})
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Second, Linger: time.Hour, Lanes: lanes})
 	ctx := context.Background()
 	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
@@ -336,7 +390,7 @@ func TestLingerHoldsSmallGroupsUntilClose(t *testing.T) {
 	require.NoError(t, p.Close(ctx))
 	_, err = pd.Wait(ctx)
 	require.NoError(t, err, "Close sent the lingering request")
-	lanes.Wait()
+	lanes.Close()
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for _, r := range log.recs {
@@ -361,7 +415,7 @@ func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
 	}
 	// Once the worker took every request from the queue, they are all
 	// pending together when the lane frees.
-	require.Eventually(t, func() bool { return len(p.queue) == 0 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(p.lanes.queue) == 0 }, 10*time.Second, time.Millisecond)
 	close(log.block)
 	_, err = first.Wait(ctx)
 	require.NoError(t, err)
