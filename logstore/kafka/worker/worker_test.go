@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -453,4 +454,149 @@ func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	require.Len(t, log.calls, 5)
+}
+
+// TestOrderingPropertyAcrossTopics drives several topics' producers on one
+// dispatcher with random delays and random batch failures, from one
+// submitting goroutine per topic that does not wait, and checks the log:
+// every batch (one topic of one flush) is region-pure and no flush carries
+// two batches of one topic; a failed call wrote nothing and a successful
+// call's entries are where it was told, contiguous and in slice order;
+// every region's acknowledged entries keep submission order; the queue
+// room of every call is freed.
+func TestOrderingPropertyAcrossTopics(t *testing.T) {
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			var rmu sync.Mutex
+			intn := func(n int) int {
+				rmu.Lock()
+				defer rmu.Unlock()
+				return rng.IntN(n)
+			}
+			boom := errors.New("boom")
+			log := &fakeLog{
+				delay:     func() time.Duration { return time.Duration(intn(200)) * time.Microsecond },
+				failTopic: func(string) error { return map[bool]error{true: boom}[intn(6) == 0] },
+			}
+			lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1+int(seed%4)), MaxRequestBytes: int64(4096 * (1 + seed%3)), MaxQueuedBytes: 64 << 10})
+			topics := []string{"a", "b", "c", "d"}[:2+seed%3]
+			ps := make([]*Producer, len(topics))
+			for i, tp := range topics {
+				ps[i] = NewProducer(Options{Topic: tp, MaxBatchBytes: 4096, MaxQueuedBytes: 32 << 10, ProduceTimeout: time.Minute, Lanes: lanes})
+			}
+			type sub struct {
+				topic   string
+				entries []Entry
+				offs    []int64
+				err     error
+			}
+			subs := make([][]*sub, len(topics))
+			var wg sync.WaitGroup
+			for ti := range topics {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx := context.Background()
+					var pds []*Pending
+					for i := range 40 + intn(40) {
+						var es []Entry
+						region := uint64(1 + intn(5)) // a datanode's call: one region
+						for j := range 1 + intn(3) {
+							size := 16 + intn(300) // room for the unique prefix
+							if intn(10) == 0 {
+								size = 4000 + intn(5000) // split into parts
+							}
+							data := make([]byte, size)
+							copy(data, fmt.Sprintf("%s/%d/%d", topics[ti], i, j))
+							es = append(es, Entry{Region: region, Data: data})
+						}
+						pd, err := ps[ti].Submit(ctx, es)
+						if !assert.NoError(t, err) {
+							return
+						}
+						pds = append(pds, pd)
+						subs[ti] = append(subs[ti], &sub{topic: topics[ti], entries: es})
+					}
+					for i, pd := range pds {
+						subs[ti][i].offs, subs[ti][i].err = pd.Wait(ctx)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, p := range ps {
+				require.NoError(t, p.Close(context.Background()))
+				require.True(t, p.sem.TryAcquire(p.opts.MaxQueuedBytes), "every call's room was freed")
+			}
+			lanes.Close()
+			require.True(t, lanes.sem.TryAcquire(64<<10), "the store's room was freed")
+
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			for _, regions := range log.calls {
+				for _, r := range regions {
+					require.Equal(t, regions[0], r, "a batch is region-pure")
+				}
+			}
+			for _, ts := range log.flushes {
+				seen := map[string]bool{}
+				for _, tp := range ts {
+					require.False(t, seen[tp], "one batch per topic per request")
+					seen[tp] = true
+				}
+			}
+			// Reassemble each topic's log.
+			at := map[string]map[int64]record.Assembled{}
+			asm := map[string]*record.Assembler{}
+			count := map[string]int64{}
+			for _, r := range log.recs {
+				if asm[r.Topic] == nil {
+					asm[r.Topic], at[r.Topic] = record.NewAssembler(), map[int64]record.Assembled{}
+				}
+				require.Equal(t, count[r.Topic], r.Offset)
+				count[r.Topic]++
+				part, err := record.Decode(r.Key, r.Value)
+				require.NoError(t, err)
+				st, err := asm[r.Topic].Add(r.Offset, part)
+				require.NoError(t, err)
+				require.False(t, st.Dropped, "no partial entry: a failed batch writes none of its records")
+				if st.Complete {
+					at[r.Topic][st.Entry.First] = st.Entry
+				}
+			}
+			written := map[string]bool{} // entries in the log, by their data
+			for _, tm := range at {
+				for _, e := range tm {
+					written[string(e.Data)] = true
+				}
+			}
+			failed := 0
+			for ti := range topics {
+				last := map[uint64]int64{}
+				for _, s := range subs[ti] {
+					if s.err != nil {
+						require.ErrorIs(t, s.err, boom)
+						failed++
+						for _, e := range s.entries {
+							require.False(t, written[string(e.Data)], "a failed call wrote nothing")
+						}
+						continue
+					}
+					require.Len(t, s.offs, len(s.entries))
+					for i, e := range s.entries {
+						got, ok := at[s.topic][s.offs[i]]
+						require.True(t, ok, "an entry starts at reported offset %d", s.offs[i])
+						require.Equal(t, e.Region, got.Region)
+						require.Equal(t, e.Data, got.Data)
+						require.GreaterOrEqual(t, s.offs[i], last[e.Region], "region %d of %s keeps submission order", e.Region, s.topic)
+						last[e.Region] = got.Last + 1
+						if i > 0 {
+							require.Equal(t, s.offs[i], at[s.topic][s.offs[i-1]].Last+1, "a call's records are contiguous and in slice order")
+						}
+					}
+				}
+			}
+			t.Logf("%d flushes, %d batches, %d calls failed", len(log.flushes), len(log.calls), failed)
+		})
+	}
 }
