@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,7 @@ partition. Many regions share one namespace.`,
 				})
 			},
 		},
-		a.createNamespacesCmd(),
+		a.namespacesCreateCmd(),
 		&cobra.Command{
 			Use:   "prune NAME...",
 			Short: "Delete the records no region needs any more, as the persisted index proves",
@@ -59,23 +60,54 @@ obsolete. Records the index has not accounted for are never deleted.`,
 				})
 			},
 		},
-		&cobra.Command{
-			Use:   "delete NAME...",
-			Short: "Delete namespaces with every entry in them, and their index",
-			Args:  cobra.MinimumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
-					for _, n := range args {
-						if err := st.DeleteNamespace(ctx, n); err != nil {
-							return err
-						}
-						fmt.Fprintf(a.stdout, "deleted %s\n", n)
-					}
-					return nil
-				})
-			},
-		},
+		a.namespacesDeleteCmd(),
 	)
+	return cmd
+}
+
+// namespacesCreateCmd is "namespaces create": named namespaces, or a topic
+// pool (--pool N --prefix P: P_0 … P_{N-1}, see kafka.TopicPool).
+func (a *app) namespacesCreateCmd() *cobra.Command {
+	var pool int
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "create [NAME...]",
+		Short: "Create namespaces (one partition each), or a pool of them; existing ones are left as they are, and said so",
+		Long: `create makes each NAME, or with --pool N the topic pool PREFIX_0 … PREFIX_{N-1}
+(GreptimeDB's num_topics and topic_name_prefix), with the store's replication
+factor and topic configs.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if pool > 0 {
+				p, err := kafka.NewTopicPool(prefix, pool)
+				if err != nil {
+					return err
+				}
+				args = append(args, p.Names()...)
+			}
+			if len(args) == 0 {
+				return fmt.Errorf("name the namespaces to create, or give --pool")
+			}
+			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
+				names, err := st.ListNamespaces(ctx)
+				if err != nil {
+					return err
+				}
+				for _, n := range args {
+					if slices.Contains(names, n) {
+						fmt.Fprintf(a.stdout, "exists %s (left as it is)\n", n)
+						continue
+					}
+					if err := st.CreateNamespace(ctx, n); err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "created %s\n", n)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().IntVar(&pool, "pool", 0, "create a topic pool of this many namespaces, named --prefix_0 … --prefix_{N-1}")
+	cmd.Flags().StringVar(&prefix, "prefix", "greptimedb_wal_topic", "name prefix of the --pool namespaces")
 	return cmd
 }
 
@@ -100,42 +132,4 @@ func (a *app) withStoreConfig(ctx context.Context, mutate func(*kafka.Config), f
 		return err
 	}
 	return st.Close()
-}
-
-// createNamespacesCmd is "namespaces create": named namespaces, or a topic
-// pool (--pool N --prefix P: P_0 … P_{N-1}, see kafka.TopicPool).
-func (a *app) createNamespacesCmd() *cobra.Command {
-	var pool int
-	var prefix string
-	cmd := &cobra.Command{
-		Use:   "create [NAME...]",
-		Short: "Create namespaces (one partition each), or a pool of them; existing ones are left as they are",
-		Long: `create makes each NAME, or with --pool N the topic pool PREFIX_0 … PREFIX_{N-1}
-(GreptimeDB's num_topics and topic_name_prefix), with the store's replication
-factor and topic configs.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if pool > 0 {
-				p, err := kafka.NewTopicPool(prefix, pool)
-				if err != nil {
-					return err
-				}
-				args = append(args, p.Names()...)
-			}
-			if len(args) == 0 {
-				return fmt.Errorf("name the namespaces to create, or give --pool")
-			}
-			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
-				for _, n := range args {
-					if err := st.CreateNamespace(ctx, n); err != nil {
-						return err
-					}
-					fmt.Fprintf(a.stdout, "created %s\n", n)
-				}
-				return nil
-			})
-		},
-	}
-	cmd.Flags().IntVar(&pool, "pool", 0, "create a topic pool of this many namespaces, named --prefix_0 … --prefix_{N-1}")
-	cmd.Flags().StringVar(&prefix, "prefix", "greptimedb_wal_topic", "name prefix of the --pool namespaces")
-	return cmd
 }
