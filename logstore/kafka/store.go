@@ -131,16 +131,18 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			// group at ProduceTimeout whatever the client does.
 			kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
 			kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
-			kgo.MaxBufferedBytes(int(cfg.MaxQueuedBytes)),
+			// Nothing leaves a lane before its Flush: every record of a
+			// dispatch is buffered first, so each topic's group becomes one
+			// batch and the topics' batches share the produce request(s) to
+			// their leader. (A linger gave the same guarantee at the price of
+			// the linger on every request.) A lane holds one dispatch at a
+			// time, so its buffer never holds more than one; the store's
+			// queue bounds (MaxStoreQueuedBytes) bound what dispatches hold,
+			// and a buffer limit here would only fail a large call's records.
+			kgo.ManualFlushing(),
+			kgo.MaxBufferedBytes(1<<40),
+			kgo.MaxBufferedRecords(1<<40),
 			kgo.UnknownTopicRetries(-1),
-			// A short linger makes a group one batch: ProduceSync buffers all
-			// of a group's records, then drains them at once. With no linger
-			// franz-go may send the first records before the rest are
-			// buffered, splitting the group and letting another lane's batch
-			// land between its halves (seen under load). A group's first
-			// produce to a topic, before the lane knows the topic, waits the
-			// linger out.
-			kgo.ProducerLinger(5*time.Millisecond),
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
@@ -148,7 +150,10 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		s.laneClients = append(s.laneClients, cl)
 		clients[i] = cl
 	}
-	s.lanes = worker.NewLanes(clients)
+	s.lanes = worker.NewLanes(worker.LanesOptions{
+		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
+		Metrics: s.metrics.worker, Logger: cfg.Logger,
+	})
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {
@@ -223,7 +228,7 @@ func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*wo
 			}
 			return slot.p, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, ctx.Err())
+			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, context.Cause(ctx))
 		}
 	}
 	err := s.ensureTopic(ctx, topic, create)
@@ -489,6 +494,12 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		b.entries = append(b.entries, worker.Entry{Region: uint64(e.Region), Data: e.Data})
 	}
 	start := time.Now()
+	// ProduceTimeout bounds the call as a whole: a request still queued at
+	// the deadline (behind its region's earlier group, which may still
+	// land) is withdrawn and never written, so it cannot overtake it.
+	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.ProduceTimeout),
+		fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", s.cfg.ProduceTimeout, ErrTimeout))
+	defer cancel()
 	pendings := make([]*worker.Pending, len(batches))
 	for i, b := range batches {
 		p, err := s.producer(ctx, b.topic, s.cfg.AutoCreateTopics)
@@ -717,7 +728,7 @@ func (s *LogStore) shutdownClients() {
 		cl.Close() // unblocks any produce stuck on a lane
 	}
 	if s.lanes != nil {
-		s.lanes.Wait()
+		s.lanes.Close()
 	}
 	if s.admin != nil {
 		s.admin.Close()
