@@ -75,7 +75,7 @@ func TestBrokerFaults(t *testing.T) {
 			cfg.MaxQueuedBytes = 8 << 20
 			cfg.IndexDir = t.TempDir()
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute+time.Duration(leaderKillCycles(t))*time.Minute)
 			defer cancel()
 			res, err := chaos.Run(ctx, sc, chaos.Options{
 				Cluster: c,
