@@ -193,3 +193,8 @@ func TestNamespacesPrune(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "pruned")
 }
+
+// rawRecord is a record of another program: no kwal key.
+func rawRecord(topic, value string) *kgo.Record {
+	return &kgo.Record{Topic: topic, Value: []byte(value)}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -35,22 +36,7 @@ partition. Many regions share one namespace.`,
 				})
 			},
 		},
-		&cobra.Command{
-			Use:   "create NAME...",
-			Short: "Create namespaces (one partition each); existing ones are left as they are",
-			Args:  cobra.MinimumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
-					for _, n := range args {
-						if err := st.CreateNamespace(ctx, n); err != nil {
-							return err
-						}
-						fmt.Fprintf(a.stdout, "created %s\n", n)
-					}
-					return nil
-				})
-			},
-		},
+		a.namespacesCreateCmd(),
 		&cobra.Command{
 			Use:   "prune NAME...",
 			Short: "Delete the records no region needs any more, as the persisted index proves",
@@ -74,24 +60,36 @@ obsolete. Records the index has not accounted for are never deleted.`,
 				})
 			},
 		},
-		&cobra.Command{
-			Use:   "delete NAME...",
-			Short: "Delete namespaces with every entry in them, and their index",
-			Args:  cobra.MinimumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
-					for _, n := range args {
-						if err := st.DeleteNamespace(ctx, n); err != nil {
-							return err
-						}
-						fmt.Fprintf(a.stdout, "deleted %s\n", n)
-					}
-					return nil
-				})
-			},
-		},
+		a.namespacesDeleteCmd(),
 	)
 	return cmd
+}
+
+func (a *app) namespacesCreateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "create NAME...",
+		Short: "Create namespaces (one partition each); existing ones are left as they are, and said so",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
+				names, err := st.ListNamespaces(ctx)
+				if err != nil {
+					return err
+				}
+				for _, n := range args {
+					if slices.Contains(names, n) {
+						fmt.Fprintf(a.stdout, "exists %s (left as it is)\n", n)
+						continue
+					}
+					if err := st.CreateNamespace(ctx, n); err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "created %s\n", n)
+				}
+				return nil
+			})
+		},
+	}
 }
 
 // withStore runs fn with an open store and closes it (and the session).

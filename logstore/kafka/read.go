@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
@@ -28,7 +25,10 @@ type ReadOptions struct {
 	Stats *ReadStats
 }
 
-// ReadStats counts what one read fetched and yielded.
+// ReadStats counts what one read fetched and yielded. Reads of one
+// namespace that run at the same time share fetches (see ReadWith): the
+// fetch and record counters are then those of the shared pass, the same
+// for every read with the same Pass, and the entry counters the read's own.
 type ReadStats struct {
 	Fetches      int   // fetch requests
 	FetchedBytes int64 // record batch bytes fetched
@@ -37,6 +37,26 @@ type ReadStats struct {
 	EntryBytes   int64 // data bytes of the entries yielded
 	ScanRanges   int   // planned ranges read by scanning
 	IndexRanges  int   // planned ranges read through the index
+
+	// Plan is what the fetcher chose: "indexed", "scan", or "scan (cheaper
+	// than indexed)" when the cost model priced scanning the indexed plan's
+	// span below fetching its ranges.
+	Plan string
+	// Pass identifies the pass over the log that served the read; Reads
+	// is how many reads it served (1: none shared it).
+	Pass  uint64
+	Reads int
+	// MergedGaps counts gaps between planned ranges that were fetched
+	// through because streaming them cost less than another fetch.
+	MergedGaps int
+	// FetchLatency and StreamBytesPerSec are the cost model as the read
+	// left it: what a fetch costs beyond its bytes, and how fast a fetch
+	// streams. EstIndexed and EstScan are its prices, in connection time,
+	// of the indexed plan and of a scan of its span when it chose.
+	FetchLatency      time.Duration
+	StreamBytesPerSec float64
+	EstIndexed        time.Duration
+	EstScan           time.Duration
 }
 
 // Read yields the region's entries with ID >= from, in log order, up to the
@@ -51,10 +71,25 @@ func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[l
 	return s.ReadWith(ctx, namespace, from, ReadOptions{})
 }
 
-// ReadWith is ReadRegions with options. The read holds at most one fetch
-// response (<= FetchMaxBytes) plus the regions' unfinished split entries in
-// memory, whatever the topic's size. Breaking out of the loop, cancelling
-// ctx or closing the store ends it and releases everything it holds.
+// ReadWith is ReadRegions with options.
+//
+// Reads of one namespace that run at the same time (a datanode opening its
+// regions) share one pass over the log: a read joins a running pass when
+// the pass has not yet handed over any offset the read needs, and every
+// fetched batch then feeds all the reads whose regions it holds. Each read
+// keeps its own iterator, its own from points, its own order (a region's
+// entries in ID order) and its own cancellation: breaking out of the loop,
+// cancelling ctx or closing the store ends it and releases what it holds,
+// and the pass goes on for the others. What the pass fetches is shared, and
+// so are its failures: a fetch that fails or a record that fails to decode
+// ends every read of the pass with that error, as it would end a
+// ReadRegions of their regions.
+//
+// A pass holds at most FetchMaxBytes of fetch limits in flight or waiting
+// to be decoded, the response being decoded, and one batch of entries per
+// read being yielded (the pass waits for the slowest read to take its
+// entries), plus the regions' unfinished split entries, whatever the
+// topic's size or the number of reads.
 func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions) iter.Seq2[logstore.Entry, error] {
 	return func(yield func(logstore.Entry, error) bool) {
 		s.mu.Lock()
@@ -67,14 +102,15 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.readCtx, cancel)()
-		r := &reader{s: s, topic: namespace, opts: opts, asm: record.NewAssembler(), yield: yield}
-		err := r.run(ctx, from)
-		r.flushMetrics()
+		var st ReadStats
+		err := s.read(ctx, namespace, from, opts, yield, &st)
+		s.metrics.entriesRead.WithLabelValues(namespace).Add(float64(st.Entries))
+		s.metrics.bytesRead.WithLabelValues(namespace).Add(float64(st.EntryBytes))
 		if opts.Stats != nil {
-			*opts.Stats = r.stats
+			*opts.Stats = st
 		}
 		if err != nil && !errors.Is(err, errStop) {
-			if s.readCtx.Err() != nil && ctx.Err() != nil {
+			if s.readCtx.Err() != nil && errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
 			}
 			yield(logstore.Entry{}, err)
@@ -82,32 +118,86 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 	}
 }
 
-// flushMetrics adds the read's per-record counts to the metrics.
+// read is one read: its own bounds, ErrPruned check and plan, then the
+// entries of a pass it joins or starts.
+func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions, yield func(logstore.Entry, error) bool, st *ReadStats) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	start, end, err := s.offsets(octx, topic)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.Join(ctx.Err(), err)
+		}
+		return err
+	}
+	offs := make(map[uint64]int64, len(from))
+	lo := end
+	for region, id := range from {
+		off := int64(0)
+		if id > 0 {
+			off = int64(id) - 1
+		}
+		if off < start {
+			return &logstore.PrunedError{Namespace: topic, Requested: id, FirstAvailable: logstore.EntryID(start + 1)}
+		}
+		offs[uint64(region)] = off
+		lo = min(lo, off)
+	}
+	if lo >= end {
+		return nil
+	}
+	var plan index.Plan
+	if s.index != nil && !opts.NoIndex {
+		s.startIndexForRead(topic, start, end)
+		plan = s.index.Plan(topic, offs, end)
+	} else {
+		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
+	}
+	for _, rg := range plan.Ranges {
+		if rg.Scan {
+			st.ScanRanges++
+		} else {
+			st.IndexRanges++
+		}
+	}
+	if len(plan.Ranges) == 0 {
+		return nil
+	}
+	sb := &sub{from: offs, out: make(chan []logstore.Entry), gone: make(chan struct{})}
+	p := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	return sb.consume(ctx, p, yield, st)
+}
+
+// flushMetrics adds the pass's per-record counts to the metrics.
 func (r *reader) flushMetrics() {
 	m := r.s.metrics
 	m.skipped.WithLabelValues("other_region").Add(float64(r.otherRegion))
 	m.skipped.WithLabelValues("before_start").Add(float64(r.beforeStart))
-	m.entriesRead.WithLabelValues(r.topic).Add(float64(r.stats.Entries))
-	m.bytesRead.WithLabelValues(r.topic).Add(float64(r.stats.EntryBytes))
 }
 
 // errStop ends a read whose caller broke out of the loop.
 var errStop = errors.New("kwal: read stopped by its caller")
 
+// reader is a pass's decoding loop: it takes the fetcher's responses in
+// offset order, decodes their records, reassembles entries and yields them
+// in ID order to the router, which hands each to the reads of its region.
+// It runs in its own goroutine and shares no state with the fetcher.
 type reader struct {
 	s     *LogStore
 	topic string
-	opts  ReadOptions
+	end   int64 // the log end the pass reads to
 	asm   *record.Assembler
 	yield func(logstore.Entry, error) bool
+	route *router
 
-	from        map[uint64]int64 // first offset wanted, per region
-	leaderStale bool
-	leader      int32
-	topicID     [16]byte
-
-	avgRecord float64 // fetched bytes per offset so far, to size indexed fetches
-	stats     ReadStats
+	from  map[uint64]int64 // first offset wanted, per region (the lowest of its reads')
+	stats ReadStats
 
 	// Per-record counters, added to the metrics when the read ends.
 	otherRegion, beforeStart int
@@ -118,63 +208,27 @@ type reader struct {
 	held []logstore.Entry
 }
 
-func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.EntryID) error {
-	s := r.s
-	if err := validateTopic(r.topic); err != nil {
-		return err
-	}
-	if len(from) == 0 {
-		return nil
-	}
-	if err := r.refreshLeader(ctx); err != nil {
-		return err
-	}
-	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	start, end, err := s.offsets(octx, r.topic)
-	cancel()
-	if err != nil {
-		return err
-	}
-	r.from = make(map[uint64]int64, len(from))
-	lo := end
-	for region, id := range from {
-		off := int64(0)
-		if id > 0 {
-			off = int64(id) - 1
+// decode runs the pass's decoding loop over ch until it closes or fails,
+// then yields what it holds.
+func (r *reader) decode(ctx context.Context, ch <-chan fetched) error {
+	if err := r.consume(ctx, ch); err != nil {
+		// The entries before the failure are the reads' as they would be
+		// without sharing; then the failure.
+		if ferr := r.route.flush(ctx); ferr != nil {
+			return errors.Join(err, ferr)
 		}
-		if off < start {
-			return &logstore.PrunedError{Namespace: r.topic, Requested: id, FirstAvailable: logstore.EntryID(start + 1)}
-		}
-		r.from[uint64(region)] = off
-		lo = min(lo, off)
-	}
-	if lo >= end {
-		return nil
-	}
-	var plan index.Plan
-	if s.index != nil && !r.opts.NoIndex {
-		s.startIndexForRead(r.topic, start, end)
-		plan = s.index.Plan(r.topic, r.from, end)
-	} else {
-		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
-	}
-	for _, rg := range plan.Ranges {
-		if rg.Scan {
-			r.stats.ScanRanges++
-		} else {
-			r.stats.IndexRanges++
-		}
-	}
-	if err := r.consume(ctx, plan.Ranges); err != nil {
 		return err
 	}
 	if err := r.release(true); err != nil {
 		return err
 	}
+	if err := r.route.flush(ctx); err != nil {
+		return err
+	}
 	for _, d := range r.asm.Open() {
-		s.metrics.skipped.WithLabelValues("incomplete").Inc()
-		s.log.Info("kwal: entry not complete at the end of the read; not yielded",
-			"topic", r.topic, "region", d.Region, "first_offset", d.First, "last_offset", d.Last, "read_end", end)
+		r.s.metrics.skipped.WithLabelValues("incomplete").Inc()
+		r.s.log.Info("kwal: entry not complete at the end of the read; not yielded",
+			"topic", r.topic, "region", d.Region, "first_offset", d.First, "last_offset", d.Last, "read_end", r.end)
 	}
 	return nil
 }
@@ -184,35 +238,10 @@ func (r *reader) run(ctx context.Context, from map[logstore.RegionID]logstore.En
 // span from below lets the index account for all of it at once.
 const maxScanRuns = 1 << 16
 
-// fetched is one fetch response handed from the fetcher to the reader.
-type fetched struct {
-	rg   index.Range
-	from int64 // the offset fetched at
-	fp   kgo.FetchPartition
-	next int64 // the offset after the last record processed
-	err  error
-}
-
-// consume reads the planned ranges. A fetcher goroutine walks the plan one
-// fetch ahead of the reader, so the next response is on its way while the
-// current one is decoded and yielded: the read holds at most two fetch
-// responses (2 x FetchMaxBytes). The goroutine ends before consume
-// returns, whatever the reason.
-func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan fetched)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(ch)
-		r.fetchAll(ctx, ranges, ch)
-	}()
-	defer func() {
-		cancel()
-		for range ch { // let the fetcher finish a send in progress
-		}
-		<-done
-	}()
+// consume decodes the fetcher's messages in order: responses (whose
+// entries go to the router, handed over after each response) and joining
+// reads.
+func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 
 	var runs []index.Run // a scan's runs since accFrom, covering [accFrom, off)
 	var rg index.Range
@@ -227,6 +256,10 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 	for f := range ch {
 		if f.err != nil {
 			return f.err
+		}
+		if f.join != nil {
+			r.route.add(f.join, r.from)
+			continue
 		}
 		if f.rg != rg || f.from < off {
 			report()
@@ -265,172 +298,11 @@ func (r *reader) consume(ctx context.Context, ranges []index.Range) error {
 		if len(runs) >= maxScanRuns {
 			report()
 		}
+		if err := r.route.flush(ctx); err != nil {
+			return err
+		}
 	}
 	return ctx.Err()
-}
-
-// prefetchDepth bounds the indexed ranges whose first fetch is in flight
-// at once (their byte limits also add up to at most FetchMaxBytes).
-const prefetchDepth = 16
-
-// prefetch is an indexed range's first fetch, running in its own goroutine.
-type prefetch struct {
-	rg       index.Range
-	maxBytes int32
-	done     chan fetchResult
-}
-
-// fetchAll fetches every range in order, sending each response on ch; it
-// stops at the first error (sent) or when ctx ends. The first fetch of
-// each indexed range is started ahead, up to prefetchDepth ranges and
-// FetchMaxBytes of byte limits, spread over the store's clients (a broker
-// serves one request per connection at a time), so that a replay of many
-// small ranges pays the broker's round trip about once per window rather
-// than once per range; a range's further fetches, and scans, go one at a
-// time.
-func (r *reader) fetchAll(ctx context.Context, ranges []index.Range, ch chan<- fetched) {
-	ctx, cancel := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	defer running.Wait()
-	defer cancel()
-	send := func(f fetched) bool {
-		select {
-		case ch <- f:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	var window []*prefetch
-	var windowBytes int64
-	nextRange := 0
-	fill := func() {
-		for nextRange < len(ranges) && len(window) < prefetchDepth {
-			rg := ranges[nextRange]
-			if rg.Scan {
-				return // a scan starts once the ranges before it are done
-			}
-			mb := r.fetchSize(rg, rg.Start)
-			if len(window) > 0 && windowBytes+int64(mb) > int64(r.s.cfg.FetchMaxBytes) {
-				return
-			}
-			pf := &prefetch{rg: rg, maxBytes: mb, done: make(chan fetchResult, 1)}
-			leader, id := r.leader, r.topicID
-			cl := r.s.fetchClient(nextRange)
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				fctx, fcancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
-				defer fcancel()
-				pf.done <- r.fetchOnce(fctx, cl, leader, id, rg.Start, mb, "indexed")
-			}()
-			window = append(window, pf)
-			windowBytes += int64(mb)
-			nextRange++
-		}
-	}
-	for {
-		fill()
-		var rg index.Range
-		var first *fetchResult
-		var firstMax int32
-		switch {
-		case len(window) > 0:
-			pf := window[0]
-			window = window[1:]
-			windowBytes -= int64(pf.maxBytes)
-			var res fetchResult
-			select {
-			case res = <-pf.done:
-			case <-ctx.Done():
-				return
-			}
-			r.stats.Fetches++
-			r.stats.FetchedBytes += int64(res.bytes)
-			if res.err != nil {
-				send(fetched{err: res.err})
-				return
-			}
-			rg, firstMax = pf.rg, pf.maxBytes
-			if res.retry == nil {
-				first = &res
-			}
-		case nextRange < len(ranges):
-			rg = ranges[nextRange]
-			nextRange++
-		default:
-			return
-		}
-		mode := "indexed"
-		if rg.Scan {
-			mode = "scan"
-		}
-		grow := false // the last fetch fitted no complete batch: ask for FetchMaxBytes
-		for off := rg.Start; off < rg.End; {
-			var res fetchResult
-			maxBytes := firstMax
-			if first != nil && off == rg.Start {
-				res = *first
-			} else {
-				maxBytes = r.fetchSize(rg, off)
-				if grow {
-					maxBytes = r.s.cfg.FetchMaxBytes
-				}
-				var err error
-				if res, err = r.fetch(ctx, off, maxBytes, mode); err != nil {
-					send(fetched{err: err})
-					return
-				}
-			}
-			first = nil
-			if res.fp.Err == nil && res.next <= off {
-				if maxBytes < r.s.cfg.FetchMaxBytes {
-					grow = true
-					continue
-				}
-				send(fetched{err: fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", r.topic, off, res.bytes)})
-				return
-			}
-			grow = false
-			if res.bytes > 0 {
-				r.learnRecordSize(res.bytes, res.next-off)
-			}
-			if !send(fetched{rg: rg, from: off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
-				return
-			}
-			off = res.next
-		}
-	}
-}
-
-// learnRecordSize folds a fetch's bytes per offset into the running
-// estimate that sizes indexed fetches. Only the fetcher goroutine uses it.
-func (r *reader) learnRecordSize(fetched int, offsets int64) {
-	if offsets <= 0 {
-		return
-	}
-	per := float64(fetched) / float64(offsets)
-	if r.avgRecord <= 0 {
-		r.avgRecord = per
-		return
-	}
-	r.avgRecord = 0.7*r.avgRecord + 0.3*per
-}
-
-// fetchSize picks a fetch's byte limit. A scan takes as much as allowed.
-// An indexed range asks for about what its offsets should weigh, so that
-// the broker does not send the batches that follow it (other regions');
-// before anything is known, 1 byte returns exactly one batch.
-func (r *reader) fetchSize(rg index.Range, off int64) int32 {
-	limit := int64(r.s.cfg.FetchMaxBytes)
-	if rg.Scan {
-		return int32(limit)
-	}
-	if r.avgRecord <= 0 {
-		return 1
-	}
-	est := int64(float64(rg.End-off)*r.avgRecord*1.02) + 1
-	return int32(min(max(est, 1), limit))
 }
 
 // handle decodes one record and feeds the assembler. It reports the
@@ -510,17 +382,6 @@ func (r *reader) release(all bool) error {
 	return nil
 }
 
-// fetchClient picks a client for a read's i-th concurrent fetch: the
-// admin client and the produce lanes' clients each have their own fetch
-// connection, which the broker serves in parallel.
-func (s *LogStore) fetchClient(i int) *kgo.Client {
-	n := len(s.laneClients) + 1
-	if k := i % n; k < len(s.laneClients) {
-		return s.laneClients[k]
-	}
-	return s.admin
-}
-
 // startIndexForRead lets the index check its coverage against the log's
 // bounds (a topic recreated while this process was down has an end below
 // the persisted watermark). Only while the topic has no producer: a
@@ -534,131 +395,4 @@ func (s *LogStore) startIndexForRead(topic string, start, end int64) {
 		return
 	}
 	s.index.Start(topic, start, end)
-}
-
-// refreshLeader looks up partition 0's leader and the topic's ID, from
-// the store's cache unless a fetch found it stale.
-func (r *reader) refreshLeader(ctx context.Context) error {
-	m, err := r.s.topicMeta(ctx, r.topic, r.leaderStale)
-	if err != nil {
-		return fmt.Errorf("kwal: read %q: %w", r.topic, err)
-	}
-	r.leader, r.topicID = m.leader, m.id
-	r.leaderStale = true // a second lookup in this read goes to the broker
-	return nil
-}
-
-// fetchResult is one fetch request's outcome.
-type fetchResult struct {
-	fp    kgo.FetchPartition
-	next  int64
-	bytes int   // record batch bytes fetched
-	retry error // a retriable failure: fetch again (after a leader lookup)
-	err   error // a final failure
-}
-
-// fetchOnce issues one fetch request at off to the given leader. It touches
-// no reader state, so several may run at once.
-func (r *reader) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
-	s := r.s
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 100
-	req.MinBytes = 1
-	req.MaxBytes = max(maxBytes, 1)
-	req.SessionEpoch = -1
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = r.topic, topicID
-	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
-	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-
-	began := time.Now()
-	kresp, err := cl.Broker(int(leader)).Request(ctx, req)
-	s.metrics.fetchLatency.Observe(time.Since(began).Seconds())
-	s.metrics.fetches.WithLabelValues(mode).Inc()
-	if err != nil {
-		return fetchResult{retry: err}
-	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fetchResult{retry: err}
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", r.topic, off)}
-	}
-	rp := &resp.Topics[0].Partitions[0]
-	perr := kerr.ErrorForCode(rp.ErrorCode)
-	switch {
-	case perr == nil:
-		n := len(rp.RecordBatches)
-		s.metrics.fetchedBytes.WithLabelValues(r.topic, mode).Add(float64(n))
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset: off, Topic: r.topic, Partition: partition,
-		}, rp, kgo.DefaultDecompressor(), nil)
-		return fetchResult{fp: fp, next: next, bytes: n}
-	case errors.Is(perr, kerr.OffsetOutOfRange):
-		return fetchResult{err: r.outOfRange(ctx, off, perr)}
-	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
-		// Perhaps a cached topic ID went stale; the metadata lookup before
-		// the retry tells a deleted topic apart.
-		s.forgetMeta(r.topic)
-		return fetchResult{retry: perr}
-	case kerr.IsRetriable(perr):
-		return fetchResult{retry: perr}
-	default:
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, perr)}
-	}
-}
-
-// fetch issues fetch requests at off until one succeeds, fails for good, or
-// RequestTimeout passes, looking the leader up again between attempts. Only
-// the fetcher goroutine calls it.
-func (r *reader) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (fetchResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.s.cfg.RequestTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		res := r.fetchOnce(ctx, r.s.admin, r.leader, r.topicID, off, maxBytes, mode)
-		r.stats.Fetches++
-		r.stats.FetchedBytes += int64(res.bytes)
-		if res.err != nil {
-			return fetchResult{}, res.err
-		}
-		if res.retry == nil {
-			return res, nil
-		}
-		if err := r.backoff(ctx, off, attempt, res.retry); err != nil {
-			return fetchResult{}, err
-		}
-	}
-}
-
-// backoff waits RetryBackoff after a retriable fetch failure and looks the
-// leader up again; it fails when ctx ends first.
-func (r *reader) backoff(ctx context.Context, off int64, attempt int, cause error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
-	}
-	r.s.log.Debug("kwal: retrying fetch", "topic", r.topic, "offset", off, "attempt", attempt, "err", cause)
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, errors.Join(ctx.Err(), cause))
-	case <-time.After(r.s.cfg.RetryBackoff):
-	}
-	if err := r.refreshLeader(ctx); err != nil {
-		return fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, cause)
-	}
-	return nil
-}
-
-// outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
-// start moved past off (retention or pruning ran during the read).
-func (r *reader) outOfRange(ctx context.Context, off int64, cause error) error {
-	start, _, err := r.s.offsets(ctx, r.topic)
-	if err == nil && start > off {
-		return errors.Join(&logstore.PrunedError{Namespace: r.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)}, cause)
-	}
-	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", r.topic, off, cause)
 }

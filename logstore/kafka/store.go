@@ -59,6 +59,12 @@ type LogStore struct {
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
 
+	passMu  sync.Mutex
+	passes  map[string][]*pass // running passes that take joining reads, per topic
+	passSeq uint64
+	passWG  sync.WaitGroup // the passes' goroutines
+	models  modelStore     // the last read's cost model, where the next starts
+
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
 }
@@ -82,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta)}
+	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -612,6 +618,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
 	}
 	s.forgetMeta(namespace)
+	s.models.forget(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
 			return fmt.Errorf("kwal: delete namespace %q: index: %w", namespace, err)
@@ -653,6 +660,7 @@ func (s *LogStore) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.stopReads() // reads in progress end with ErrClosed
+		s.passWG.Wait()
 		if s.stopPrune != nil {
 			close(s.stopPrune)
 			<-s.pruneExited

@@ -1,0 +1,153 @@
+package kafka
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kwal/kwal/logstore/kafka/index"
+)
+
+// costModel is what a read has learned about fetching from its topic's
+// broker: what a fetch costs before it streams anything (latency), how
+// fast a fetch streams bytes, and how many bytes an offset weighs. The
+// fetcher consults it to size fetches, to decide between fetching through
+// a gap of other regions' records and starting a new fetch, and to pick
+// the cheaper of an indexed plan and a full scan.
+//
+// Costs are in the time of one connection: a fetch occupies its
+// connection for latency + bytes/rate, whatever else runs on other
+// connections, so two ways to fetch the same records compare by that sum.
+//
+// A model starts from the store's last read's model (seed), or from
+// priors before any read; each fetch refines it. Only its owner (a pass's
+// fetcher goroutine) touches it.
+type costModel struct {
+	latency float64 // seconds a fetch costs beyond its bytes
+	rate    float64 // bytes per second a fetch streams
+	perOff  float64 // bytes per offset
+	learned int     // fetches folded in
+}
+
+// Priors used until a fetch is measured: a local broker's round trip and a
+// conservative streaming rate. They only shape the first fetches of the
+// first read of a store.
+const (
+	priorLatency = 500 * time.Microsecond
+	priorRate    = 200e6
+	// smallFetch is the size under which a fetch's time is taken as
+	// latency; bigger fetches measure the rate.
+	smallFetch = 64 << 10
+)
+
+func newCostModel() costModel {
+	return costModel{latency: priorLatency.Seconds(), rate: priorRate}
+}
+
+// known reports whether the model can size fetches (it has seen bytes).
+func (m *costModel) known() bool { return m.perOff > 0 }
+
+// learn folds one fetch in: it took took, returned n record-batch bytes
+// and advanced offsets offsets.
+func (m *costModel) learn(took time.Duration, n int, offsets int64) {
+	if n <= 0 || offsets <= 0 {
+		return
+	}
+	ewma := func(old, x float64) float64 {
+		if old <= 0 {
+			return x
+		}
+		return 0.7*old + 0.3*x
+	}
+	m.perOff = ewma(m.perOff, float64(n)/float64(offsets))
+	d := took.Seconds()
+	if d <= 0 {
+		return
+	}
+	m.learned++
+	if n <= smallFetch {
+		// Mostly latency: the bytes at the current rate are subtracted.
+		m.latency = max(ewma(m.latency, d-float64(n)/m.rate), 1e-6)
+		return
+	}
+	// Streaming time is what the fetch took beyond a fetch's latency;
+	// never less than half the fetch (a latency estimate too high must
+	// not make the rate look infinite).
+	m.rate = ewma(m.rate, float64(n)/max(d-m.latency, d/2))
+}
+
+// bytes estimates the bytes of offsets offsets.
+func (m *costModel) bytes(offsets int64) float64 { return float64(offsets) * m.perOff }
+
+// fetchCost is the connection time of one fetch of n bytes.
+func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
+
+// throughGap reports whether streaming a gap of gapBytes costs less than
+// the latency of the extra fetch that skipping it needs.
+func (m *costModel) throughGap(gapBytes float64) bool { return gapBytes/m.rate <= m.latency }
+
+// planCosts estimates, in connection time, fetching the ranges as the
+// fetcher would (merging through cheap gaps, chunks of at most target
+// bytes) and scanning their whole span in chunks of target bytes.
+func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, scan float64) {
+	if len(ranges) == 0 {
+		return 0, 0
+	}
+	chunks := func(b float64) float64 {
+		n := float64(int64(b/target) + 1)
+		return n*m.latency + b/m.rate
+	}
+	cur := m.bytes(ranges[0].End - ranges[0].Start)
+	for i := 1; i < len(ranges); i++ {
+		gap := m.bytes(ranges[i].Start - ranges[i-1].End)
+		next := m.bytes(ranges[i].End - ranges[i].Start)
+		if m.throughGap(gap) {
+			cur += gap + next
+			continue
+		}
+		indexed += chunks(cur)
+		cur = next
+	}
+	indexed += chunks(cur)
+	scan = chunks(m.bytes(ranges[len(ranges)-1].End - ranges[0].Start))
+	return indexed, scan
+}
+
+// modelStore keeps the store's latest learned latency and rate, and each
+// topic's bytes per offset, so that a read starts where the last one left
+// off (a topic's record sizes are its own; the broker's costs are shared).
+type modelStore struct {
+	mu     sync.Mutex
+	m      costModel
+	ok     bool
+	perOff map[string]float64
+}
+
+func (s *modelStore) load(topic string) costModel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := newCostModel()
+	if s.ok {
+		m = s.m
+	}
+	m.perOff, m.learned = s.perOff[topic], 0
+	return m
+}
+
+func (s *modelStore) save(topic string, m costModel) {
+	if m.learned == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m, s.ok = m, true
+	if s.perOff == nil {
+		s.perOff = make(map[string]float64)
+	}
+	s.perOff[topic] = m.perOff
+}
+
+func (s *modelStore) forget(topic string) {
+	s.mu.Lock()
+	delete(s.perOff, topic)
+	s.mu.Unlock()
+}

@@ -1,0 +1,427 @@
+package kafka
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore/kafka/index"
+)
+
+// fetcher issues a pass's fetch requests and hands each response, in offset
+// order, to the pass's decoding loop (reader) as a fetched message. It owns
+// everything about the wire: the partition leader and topic ID, the cost
+// model that sizes and merges fetches, retries and the mapping of Kafka's
+// errors (wire.go). It shares no state with the reader; its counters are
+// read once its goroutine has ended.
+//
+// Pipelining: the planned ranges are cut into chunks of about target bytes
+// (a gap of other regions' records between two ranges is fetched through
+// when the cost model says streaming it is cheaper than another fetch's
+// latency), and chunks are fetched concurrently over the store's
+// connections, at most one per connection and at most FetchMaxBytes of
+// byte limits (responses received but not yet handed over included), so
+// the broker's latency is paid about once per window rather than once per
+// range. A response that ends before its chunk does is continued at once
+// by a fetch of the rest, ahead of the chunks behind it.
+//
+// Joins: a read of the same topic that starts while the pass runs sends
+// its planned ranges on the joins channel; when none of them lies below
+// what the fetcher already handed over, the fetcher adds them (parts below
+// its frontier as extra chunks in offset order, the rest to its plan) and
+// places a join marker in its stream before the first chunk that may hold
+// the joining read's records.
+type fetcher struct {
+	s       *LogStore
+	topic   string
+	noIndex bool
+
+	leaderStale bool
+	leader      int32
+	topicID     [16]byte
+
+	model costModel
+	stats fetchStats
+
+	pending  []index.Range // planned, not yet cut into chunks: ascending, disjoint, >= frontier
+	queue    []*slot       // chunks and join markers not yet handed over, in offset order
+	frontier int64         // end of the last chunk cut from pending
+	sent     int64         // the reader has been handed every record below sent
+	inflight int           // started chunks in queue
+	inBytes  int64         // their byte limits
+	decided  bool          // the indexed-or-scan choice is made
+	client   int           // round-robin over the store's connections
+}
+
+// fetchStats counts a fetcher's requests and records its plan choice.
+type fetchStats struct {
+	fetches    int   // fetch requests
+	bytes      int64 // record batch bytes fetched
+	mergedGaps int   // gaps between planned ranges fetched through
+	plan       string
+	estIndexed time.Duration
+	estScan    time.Duration
+}
+
+// fetched is one message from the fetcher to the reader: a response for
+// the chunk rg fetched at from, a final error, or a read joining the pass.
+type fetched struct {
+	rg   index.Range
+	from int64 // the offset fetched at
+	fp   kgo.FetchPartition
+	next int64 // the offset after the last record processed
+	err  error
+	join *sub
+}
+
+// slot is a queued chunk (or, with join set, a join marker).
+type slot struct {
+	rg       index.Range // the chunk; records outside it are not the reader's
+	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
+	maxBytes int32
+	started  bool
+	done     chan fetchResult
+	join     *sub
+}
+
+// joinReq asks a running pass to take a read in.
+type joinReq struct {
+	sub    *sub
+	ranges []index.Range
+	reply  chan bool
+}
+
+func (f *fetcher) mode(rg index.Range) string {
+	if rg.Scan {
+		return "scan"
+	}
+	return "indexed"
+}
+
+// conns is how many fetches may be in flight: one per store connection.
+func (f *fetcher) conns() int { return len(f.s.laneClients) + 1 }
+
+// target is a chunk's size in bytes: the read's byte budget spread over
+// the connections, and at least one record batch.
+func (f *fetcher) target() float64 {
+	return float64(max(int64(f.s.cfg.FetchMaxBytes)/int64(f.conns()), int64(f.s.cfg.MaxBatchBytes)))
+}
+
+// limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
+// little above it, so that the broker stops at the chunk's end rather than
+// sending the batches that follow it.
+func (f *fetcher) limit(est float64) int32 {
+	return int32(min(max(est*1.02+1, 1), float64(f.s.cfg.FetchMaxBytes)))
+}
+
+// run fetches until the plan is done, an error is sent, or ctx ends. accept
+// admits a joining read (false once the pass is stopping). The fetch
+// goroutines it starts end before it returns.
+func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinReq, accept func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	defer running.Wait()
+	defer cancel()
+	send := func(msg fetched) bool {
+		select {
+		case ch <- msg:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if err := f.refreshLeader(ctx); err != nil {
+		send(fetched{err: err})
+		return
+	}
+	for {
+		f.fill(ctx, &running)
+		if len(f.queue) == 0 {
+			return
+		}
+		head := f.queue[0]
+		if head.join != nil {
+			if !send(fetched{join: head.join}) {
+				return
+			}
+			f.queue = f.queue[1:]
+			continue
+		}
+		if !head.started {
+			f.start(ctx, &running, head)
+		}
+		var res fetchResult
+		select {
+		case res = <-head.done:
+		case j := <-joins:
+			j.reply <- f.join(j, accept)
+			continue
+		case <-ctx.Done():
+			return
+		}
+		f.inflight--
+		f.inBytes -= int64(head.maxBytes)
+		f.stats.fetches++
+		f.stats.bytes += int64(res.bytes)
+		res, err := f.settle(ctx, head, res)
+		if err != nil {
+			send(fetched{err: err})
+			return
+		}
+		if res.bytes > 0 {
+			f.model.learn(res.took, res.bytes, res.next-head.off)
+		}
+		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
+			return
+		}
+		f.sent = max(f.sent, min(res.next, head.rg.End))
+		if res.next < head.rg.End {
+			// The rest of the chunk comes before anything behind it.
+			cont := &slot{rg: head.rg, off: res.next, maxBytes: f.limit(f.model.bytes(head.rg.End - res.next))}
+			f.queue[0] = cont
+			f.start(ctx, &running, cont)
+			continue
+		}
+		f.queue = f.queue[1:]
+	}
+}
+
+// settle turns a chunk's first response into a usable one: it retries a
+// retriable failure (after a leader lookup), and asks again for
+// FetchMaxBytes when the byte limit fitted no complete batch.
+func (f *fetcher) settle(ctx context.Context, sl *slot, res fetchResult) (fetchResult, error) {
+	maxBytes := sl.maxBytes
+	for {
+		if res.err != nil {
+			return res, res.err
+		}
+		if res.retry != nil {
+			var err error
+			if res, err = f.fetch(ctx, sl.off, maxBytes, f.mode(sl.rg)); err != nil {
+				return res, err
+			}
+		}
+		if res.fp.Err != nil || res.next > sl.off {
+			return res, nil
+		}
+		if maxBytes >= f.s.cfg.FetchMaxBytes {
+			return res, fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, sl.off, res.bytes)
+		}
+		maxBytes = f.s.cfg.FetchMaxBytes
+		res = fetchResult{retry: errNoCompleteBatch}
+	}
+}
+
+// errNoCompleteBatch makes settle fetch again with a larger limit.
+var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
+
+// room reports whether a fetch of maxBytes may start now.
+func (f *fetcher) room(maxBytes int32) bool {
+	return f.inflight == 0 || (f.inflight < f.conns() && f.inBytes+int64(maxBytes) <= int64(f.s.cfg.FetchMaxBytes))
+}
+
+// start sends sl's fetch on the next connection.
+func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) {
+	sl.started = true
+	sl.done = make(chan fetchResult, 1)
+	f.inflight++
+	f.inBytes += int64(sl.maxBytes)
+	cl := f.s.fetchClient(f.client)
+	f.client++
+	leader, id, mode := f.leader, f.topicID, f.mode(sl.rg)
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
+		defer cancel()
+		sl.done <- f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+	}()
+}
+
+// fill starts queued chunks in order while there is room, cutting new
+// chunks from the plan as the queue drains. Until the model knows what an
+// offset weighs, only one fetch runs (its answer sizes the rest).
+func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
+	for {
+		for _, sl := range f.queue {
+			if sl.join != nil || sl.started {
+				continue
+			}
+			if !f.room(sl.maxBytes) {
+				return
+			}
+			f.start(ctx, running, sl)
+		}
+		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0) {
+			return
+		}
+		if !f.decided && f.model.known() {
+			f.decide()
+		}
+		f.queue = append(f.queue, f.cut())
+	}
+}
+
+// cut takes the next chunk from pending: the first range, extended through
+// the following ones while the gaps are cheap to stream and the chunk stays
+// within target bytes, or the first target bytes of a larger range.
+func (f *fetcher) cut() *slot {
+	rg := f.pending[0]
+	target := f.target()
+	if !f.model.known() {
+		f.pending = f.pending[1:]
+		f.frontier = rg.End
+		mb := int32(1) // exactly one batch, which tells what an offset weighs
+		if rg.Scan {
+			mb = int32(target)
+		}
+		return &slot{rg: rg, off: rg.Start, maxBytes: mb}
+	}
+	est := f.model.bytes(rg.End - rg.Start)
+	if est > target {
+		n := max(int64(target/f.model.perOff), 1)
+		if rg.Start+n < rg.End {
+			chunk := index.Range{Start: rg.Start, End: rg.Start + n, Scan: rg.Scan}
+			f.pending[0].Start = chunk.End
+			f.frontier = chunk.End
+			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n))}
+		}
+	}
+	i := 1
+	for ; i < len(f.pending); i++ {
+		nx := f.pending[i]
+		gap := f.model.bytes(nx.Start - rg.End)
+		more := f.model.bytes(nx.End - nx.Start)
+		if !f.model.throughGap(gap) || est+gap+more > target {
+			break
+		}
+		rg.End, rg.Scan = nx.End, rg.Scan || nx.Scan
+		est += gap + more
+		f.stats.mergedGaps++
+	}
+	f.pending = f.pending[i:]
+	f.frontier = rg.End
+	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est)}
+}
+
+// decide picks the cheaper of the remaining plan and a scan of its span,
+// once the model can price them. The scan keeps every record the plan
+// would have read (it covers the plan), so the choice changes cost only.
+func (f *fetcher) decide() {
+	f.decided = true
+	if f.noIndex || len(f.pending) == 0 {
+		f.stats.plan = "scan"
+		return
+	}
+	if len(f.pending) == 1 && f.pending[0].Scan {
+		f.stats.plan = "scan"
+		return
+	}
+	idx, scan := f.model.planCosts(f.pending, f.target())
+	f.stats.estIndexed = time.Duration(idx * float64(time.Second))
+	f.stats.estScan = time.Duration(scan * float64(time.Second))
+	f.stats.plan = "indexed"
+	if scan < idx {
+		span := index.Range{Start: f.pending[0].Start, End: f.pending[len(f.pending)-1].End}
+		for _, r := range f.pending {
+			span.Scan = span.Scan || r.Scan
+		}
+		f.pending = append(f.pending[:0], span)
+		f.stats.plan = "scan (cheaper than indexed)"
+	}
+}
+
+// join takes a read's planned ranges into the running pass, or reports
+// that it cannot: part of them lies below what the reader was handed.
+func (f *fetcher) join(j joinReq, accept func() bool) bool {
+	if len(j.ranges) == 0 || j.ranges[0].Start < f.sent || !accept() {
+		return false
+	}
+	first := j.ranges[0].Start
+	// Split at the frontier: what lies below it and no queued chunk
+	// covers becomes chunks of its own; the rest joins the plan.
+	var below, above []index.Range
+	for _, r := range j.ranges {
+		if r.Start < f.frontier {
+			below = append(below, index.Range{Start: r.Start, End: min(r.End, f.frontier), Scan: r.Scan})
+		}
+		if r.End > f.frontier {
+			above = append(above, index.Range{Start: max(r.Start, f.frontier), End: r.End, Scan: r.Scan})
+		}
+	}
+	var covered []index.Range
+	for _, sl := range f.queue {
+		if sl.join == nil {
+			covered = append(covered, index.Range{Start: sl.off, End: sl.rg.End})
+		}
+	}
+	for _, r := range subtractRanges(below, covered) {
+		mb := int32(f.target())
+		if f.model.known() {
+			mb = f.limit(f.model.bytes(r.End - r.Start))
+		} else if !r.Scan {
+			mb = 1
+		}
+		f.queue = append(f.queue, &slot{rg: r, off: r.Start, maxBytes: mb})
+	}
+	slices.SortStableFunc(f.queue, func(a, b *slot) int { return cmp.Compare(a.off, b.off) })
+	// The marker goes before the first chunk that may hold the read's
+	// records; everything before it ends at or below first.
+	at := len(f.queue)
+	for i, sl := range f.queue {
+		if sl.join == nil && sl.rg.End > first {
+			at = i
+			break
+		}
+	}
+	f.queue = slices.Insert(f.queue, at, &slot{join: j.sub})
+	f.pending = unionRanges(f.pending, above)
+	return true
+}
+
+// unionRanges merges two ascending lists of ranges into one ascending list
+// of disjoint, non-touching ranges (Scan where either part is).
+func unionRanges(a, b []index.Range) []index.Range {
+	all := append(append(make([]index.Range, 0, len(a)+len(b)), a...), b...)
+	slices.SortFunc(all, func(x, y index.Range) int { return cmp.Compare(x.Start, y.Start) })
+	var out []index.Range
+	for _, r := range all {
+		if r.Start >= r.End {
+			continue
+		}
+		if n := len(out); n > 0 && r.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, r.End)
+			out[n-1].Scan = out[n-1].Scan || r.Scan
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// subtractRanges returns the parts of rs (ascending, disjoint) that no
+// range of cover (ascending, disjoint) overlaps.
+func subtractRanges(rs, cover []index.Range) []index.Range {
+	var out []index.Range
+	for _, r := range rs {
+		cur := r.Start
+		for _, c := range cover {
+			if c.End <= cur || c.Start >= r.End {
+				continue
+			}
+			if c.Start > cur {
+				out = append(out, index.Range{Start: cur, End: c.Start, Scan: r.Scan})
+			}
+			cur = max(cur, c.End)
+		}
+		if cur < r.End {
+			out = append(out, index.Range{Start: cur, End: r.End, Scan: r.Scan})
+		}
+	}
+	return out
+}

@@ -1,0 +1,274 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// pass is one walk over a topic's log that one or more reads share: a
+// fetcher goroutine fetches, a reader goroutine decodes, and a router hands
+// each complete entry to the reads of its region. The store owns running
+// passes (Close ends them); a pass ends when its plan is done, when it
+// fails, or when its last read leaves.
+//
+// Reads join only a pass with their own end (the log end they saw) and
+// NoIndex setting, so that what a read yields is exactly what it would
+// yield alone.
+type pass struct {
+	s       *LogStore
+	id      uint64
+	topic   string
+	noIndex bool
+	end     int64
+
+	joins    chan joinReq
+	fetching chan struct{} // closed when the fetcher ended: joins are refused
+	finished chan struct{} // closed when the pass ended: err and stats are final
+	cancel   context.CancelFunc
+
+	mu       sync.Mutex
+	subs     int  // reads taking part (joined and not left)
+	reads    int  // reads that joined in all
+	stopping bool // the last read left: no more joins
+
+	err   error
+	stats ReadStats
+}
+
+// sub is one read's end of a pass.
+type sub struct {
+	from map[uint64]int64      // first offset wanted, per region
+	out  chan []logstore.Entry // the read's entries in ID order (unbuffered)
+	gone chan struct{}         // closed when the read leaves
+}
+
+// joinOrStart puts the read sb, which plans ranges, into a running pass of
+// topic that can take it, or starts a pass for it.
+func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
+	s.passMu.Lock()
+	candidates := slices.Clone(s.passes[topic])
+	s.passMu.Unlock()
+	for _, p := range candidates {
+		if p.noIndex == noIndex && p.end == end && p.tryJoin(sb, ranges) {
+			return p
+		}
+	}
+	return s.startPass(topic, noIndex, end, sb, ranges)
+}
+
+// tryJoin asks p's fetcher to take the read in.
+func (p *pass) tryJoin(sb *sub, ranges []index.Range) bool {
+	req := joinReq{sub: sb, ranges: ranges, reply: make(chan bool, 1)}
+	select {
+	case p.joins <- req:
+		return <-req.reply
+	case <-p.fetching:
+		return false
+	}
+}
+
+// accept admits a joining read unless the pass is stopping.
+func (p *pass) accept() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return false
+	}
+	p.subs++
+	p.reads++
+	return true
+}
+
+// leave takes a read out of the pass before the pass ended; the last read
+// to leave stops the pass and waits for its goroutines.
+func (p *pass) leave(sb *sub) {
+	close(sb.gone)
+	p.mu.Lock()
+	p.subs--
+	last := p.subs == 0
+	if last {
+		p.stopping = true
+	}
+	p.mu.Unlock()
+	if last {
+		p.cancel()
+		<-p.finished
+	}
+}
+
+// startPass starts a pass over ranges for the read sb.
+func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
+	ctx, cancel := context.WithCancel(s.readCtx)
+	s.passMu.Lock()
+	s.passSeq++
+	p := &pass{s: s, id: s.passSeq, topic: topic, noIndex: noIndex, end: end, cancel: cancel,
+		joins: make(chan joinReq), fetching: make(chan struct{}), finished: make(chan struct{}), subs: 1, reads: 1}
+	s.passes[topic] = append(s.passes[topic], p)
+	s.passMu.Unlock()
+
+	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
+		pending: slices.Clone(ranges), frontier: ranges[0].Start, sent: ranges[0].Start, queue: []*slot{{join: sb}}}
+	f.stats.plan = "indexed"
+	if noIndex || (len(ranges) == 1 && ranges[0].Scan) {
+		f.stats.plan = "scan"
+	}
+	rt := &router{regions: make(map[uint64][]*route)}
+	r := &reader{s: s, topic: topic, end: end, asm: record.NewAssembler(), from: make(map[uint64]int64), route: rt, yield: rt.dispatch}
+	ch := make(chan fetched)
+	s.passWG.Add(2)
+	go func() {
+		defer s.passWG.Done()
+		defer close(p.fetching)
+		defer close(ch)
+		f.run(ctx, ch, p.joins, p.accept)
+		s.models.save(topic, f.model)
+		s.forgetPass(p)
+	}()
+	go func() {
+		defer s.passWG.Done()
+		err := r.decode(ctx, ch)
+		cancel()
+		for range ch { // let the fetcher finish a send in progress
+		}
+		<-p.fetching // the fetcher has ended: its counters are final
+		r.flushMetrics()
+		p.mu.Lock()
+		p.stopping = true
+		p.err = err
+		p.stats = ReadStats{
+			Fetches: f.stats.fetches, FetchedBytes: f.stats.bytes, Records: r.stats.Records,
+			Plan: f.stats.plan, Pass: p.id, MergedGaps: f.stats.mergedGaps,
+			FetchLatency:      time.Duration(f.model.latency * float64(time.Second)),
+			StreamBytesPerSec: f.model.rate, EstIndexed: f.stats.estIndexed, EstScan: f.stats.estScan,
+		}
+		p.mu.Unlock()
+		close(p.finished)
+	}()
+	return p
+}
+
+// forgetPass removes a pass whose fetcher ended (it takes no more reads).
+func (s *LogStore) forgetPass(p *pass) {
+	s.passMu.Lock()
+	defer s.passMu.Unlock()
+	ps := slices.DeleteFunc(s.passes[p.topic], func(q *pass) bool { return q == p })
+	if len(ps) == 0 {
+		delete(s.passes, p.topic)
+	} else {
+		s.passes[p.topic] = ps
+	}
+}
+
+// consume yields the read's entries as the pass hands them over, until the
+// pass ends (its error is the read's), the caller stops, or ctx ends.
+func (sb *sub) consume(ctx context.Context, p *pass, yield func(logstore.Entry, error) bool, st *ReadStats) error {
+	for {
+		select {
+		case es := <-sb.out:
+			for _, e := range es {
+				st.Entries++
+				st.EntryBytes += int64(len(e.Data))
+				if !yield(e, nil) {
+					p.leave(sb)
+					p.statsInto(st)
+					return errStop
+				}
+			}
+		case <-p.finished:
+			p.statsInto(st)
+			return p.err
+		case <-ctx.Done():
+			p.leave(sb)
+			p.statsInto(st)
+			return ctx.Err()
+		}
+	}
+}
+
+// statsInto fills in the pass's counters: all of them once the pass ended,
+// only its identity while it runs on for other reads.
+func (p *pass) statsInto(st *ReadStats) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st.Pass, st.Reads = p.id, p.reads
+	select {
+	case <-p.finished:
+	default:
+		return
+	}
+	ps := p.stats
+	st.Fetches, st.FetchedBytes, st.Records = ps.Fetches, ps.FetchedBytes, ps.Records
+	st.Plan, st.MergedGaps = ps.Plan, ps.MergedGaps
+	st.FetchLatency, st.StreamBytesPerSec, st.EstIndexed, st.EstScan = ps.FetchLatency, ps.StreamBytesPerSec, ps.EstIndexed, ps.EstScan
+}
+
+// router hands the reader's entries to the reads of their regions. Only
+// the reader goroutine uses it.
+type router struct {
+	regions map[uint64][]*route
+	routes  []*route
+}
+
+// route is one read's queue of entries for the response being decoded.
+type route struct {
+	sub   *sub
+	batch []logstore.Entry
+	gone  bool
+}
+
+// add registers a joining read; from, the reader's lowest wanted offset
+// per region, takes its regions in.
+func (rt *router) add(sb *sub, from map[uint64]int64) {
+	ro := &route{sub: sb}
+	rt.routes = append(rt.routes, ro)
+	for region, off := range sb.from {
+		rt.regions[region] = append(rt.regions[region], ro)
+		if cur, ok := from[region]; !ok || off < cur {
+			from[region] = off
+		}
+	}
+}
+
+// dispatch queues e for every read of its region that wants it. Two reads
+// of one region each get their own copy of the data.
+func (rt *router) dispatch(e logstore.Entry, _ error) bool {
+	given := false
+	for _, ro := range rt.regions[uint64(e.Region)] {
+		if ro.gone || int64(e.ID)-1 < ro.sub.from[uint64(e.Region)] {
+			continue
+		}
+		if given {
+			e.Data = bytes.Clone(e.Data)
+		}
+		ro.batch = append(ro.batch, e)
+		given = true
+	}
+	return true
+}
+
+// flush hands each read its queued entries, waiting for reads still busy
+// with their previous batch (this is what bounds a pass's memory: it never
+// runs more than one response ahead of its slowest read).
+func (rt *router) flush(ctx context.Context) error {
+	for _, ro := range rt.routes {
+		if ro.gone || len(ro.batch) == 0 {
+			continue
+		}
+		select {
+		case ro.sub.out <- ro.batch:
+		case <-ro.sub.gone:
+			ro.gone = true
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ro.batch = nil
+	}
+	return nil
+}
