@@ -156,7 +156,7 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	}
 
 	heap := sampleHeap()
-	w := startLoad(store, r.ledger, o.Topic, o.Load)
+	w := StartLoad(store, r.ledger, o.Topic, o.Load)
 	stepErr := r.settle(ctx)
 	if stepErr == nil {
 		stepErr = step(r, ctx)
@@ -164,9 +164,9 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	if stepErr == nil {
 		stepErr = r.settle(ctx)
 	}
-	w.halt()
+	w.Halt()
 	res := Result{Scenario: scenario, Cycles: r.cycles, Stats: r.ledger.Stats(), PeakHeap: heap()}
-	res.Timeouts, res.Errors = w.errorSummary()
+	res.Timeouts, res.Errors = w.Errors()
 	if stepErr != nil {
 		return res, stepErr
 	}
