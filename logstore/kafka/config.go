@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -112,6 +114,12 @@ type Config struct {
 
 	// DialTimeout bounds opening a connection to a broker. Default 3s.
 	DialTimeout time.Duration
+
+	// Dialer, when set, opens every connection to a broker instead of a
+	// net.Dialer with DialTimeout (TLS, when configured, runs over the
+	// connection it returns). For routing through proxies: kwal's fault
+	// tests put a TCP proxy in front of every broker this way.
+	Dialer func(ctx context.Context, network, address string) (net.Conn, error)
 
 	// RetryBackoff is the pause between retries of a retriable request.
 	// Default 100ms.
