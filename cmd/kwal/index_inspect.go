@@ -98,6 +98,7 @@ type logScan struct {
 	regions    map[uint64]int64 // records per region
 	foreign    int64
 	corrupt    int64
+	marks      int64 // records holding no entry but a statement (Obsolete, prune)
 	// inSpan counts, per region, the records that the index should hold
 	// (see indexedSpan); nil when no span was given.
 	inSpan map[uint64]int64
@@ -135,6 +136,8 @@ func scanLog(ctx context.Context, s *session, ns string, span *indexedSpan) (*lo
 	ls.start, ls.end, err = consumeTopic(ctx, s, ns, 0, func(rec *kgo.Record) bool {
 		p, derr := record.Decode(rec.Key, rec.Value)
 		switch {
+		case derr == nil && p.Kind == record.KindMark:
+			ls.marks++
 		case derr == nil:
 			ls.regions[p.Region]++
 			if span != nil && span.holds(p.Region, rec.Offset) {

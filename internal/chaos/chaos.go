@@ -75,6 +75,8 @@ type Result struct {
 	// FirstSuccess is the worst time from a fault or recovery to the first
 	// acknowledged call that began after it.
 	FirstSuccess time.Duration
+	// FirstSuccesses holds that time for every fault or recovery, in order.
+	FirstSuccesses []time.Duration
 	// AckedDuringOutage counts calls that began after the cluster fell below
 	// min.insync.replicas and were acknowledged before it recovered (must be
 	// 0; below-min-isr only).
@@ -154,7 +156,7 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	}
 
 	heap := sampleHeap()
-	w := startLoad(store, r.ledger, o.Topic, o.Load)
+	w := StartLoad(store, r.ledger, o.Topic, o.Load)
 	stepErr := r.settle(ctx)
 	if stepErr == nil {
 		stepErr = step(r, ctx)
@@ -162,9 +164,9 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	if stepErr == nil {
 		stepErr = r.settle(ctx)
 	}
-	w.halt()
+	w.Halt()
 	res := Result{Scenario: scenario, Cycles: r.cycles, Stats: r.ledger.Stats(), PeakHeap: heap()}
-	res.Timeouts, res.Errors = w.errorSummary()
+	res.Timeouts, res.Errors = w.Errors()
 	if stepErr != nil {
 		return res, stepErr
 	}
@@ -174,6 +176,7 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 			return res, fmt.Errorf("chaos: %s: no append succeeded after the fault or recovery at %s", scenario, m.Format(time.TimeOnly))
 		}
 		res.FirstSuccess = max(res.FirstSuccess, d)
+		res.FirstSuccesses = append(res.FirstSuccesses, d)
 	}
 	if !r.outage[0].IsZero() {
 		for _, c := range r.ledger.Calls() {

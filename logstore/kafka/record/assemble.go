@@ -107,6 +107,9 @@ func NewAssembler() *Assembler {
 // an entry that Cut gave up (wrapping ErrCutShort).
 func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	var st Step
+	if p.Kind == KindMark {
+		return st, fmt.Errorf("%w: a mark at offset %d is not an entry part", ErrMalformed, offset)
+	}
 	pe := a.open[p.Region]
 	if p.Kind == KindWhole || p.Kind == KindFirst {
 		delete(a.cut, p.Region) // the region's writer went on to another entry
