@@ -61,6 +61,18 @@ type Options struct {
 	Settle  int           // acknowledged calls to wait for between faults (default 50)
 	Wait    time.Duration // the longest wait for the cluster to recover from one fault (default 2 min)
 	Logf    func(format string, args ...any)
+	// Progress, when set, is called every second while the scenario runs
+	// (from another goroutine than Run's).
+	Progress func(Progress)
+}
+
+// Progress is a scenario's state for a progress line.
+type Progress struct {
+	Scenario string
+	Cycles   int // faults done
+	Of       int // faults planned (leader-kill: Cycles; rolling-restart: 3; else 1)
+	Stats    ledger.Stats
+	Elapsed  time.Duration
 }
 
 // Result is what one scenario run measured.
@@ -108,6 +120,7 @@ type run struct {
 	store  *kafka.LogStore
 	ledger *ledger.Ledger
 	marks  []time.Time // faults and recoveries, for FirstSuccess
+	mu     sync.Mutex  // guards cycles, read by the progress reporter
 	cycles int
 	outage [2]time.Time // below-min-isr: from the last kill to the first restart
 }
@@ -161,6 +174,7 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 
 	heap := sampleHeap()
 	w := StartLoad(store, r.ledger, o.Topic, o.Load)
+	stopProgress := r.reportProgress(scenario, began)
 	stepErr := r.settle(ctx)
 	if stepErr == nil {
 		stepErr = step(r, ctx)
@@ -169,7 +183,8 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 		stepErr = r.settle(ctx)
 	}
 	w.Halt()
-	res := Result{Scenario: scenario, Cycles: r.cycles, Stats: r.ledger.Stats()}
+	stopProgress()
+	res := Result{Scenario: scenario, Cycles: r.cycleCount(), Stats: r.ledger.Stats()}
 	res.PeakHeap, res.PeakLive = heap()
 	res.Timeouts, res.Errors = w.Errors()
 	if stepErr != nil {
@@ -204,6 +219,55 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	}
 	res.Took = time.Since(began)
 	return res, nil
+}
+
+func (r *run) cycleDone() {
+	r.mu.Lock()
+	r.cycles++
+	r.mu.Unlock()
+}
+
+func (r *run) cycleCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cycles
+}
+
+// reportProgress calls Progress every second until the returned function
+// is called.
+func (r *run) reportProgress(scenario string, began time.Time) (stop func()) {
+	if r.Progress == nil {
+		return func() {}
+	}
+	of := 1
+	switch scenario {
+	case LeaderKill:
+		of = r.Cycles
+	case RollingRestart:
+		of = 3
+	}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				r.mu.Lock()
+				cycles := r.cycles
+				r.mu.Unlock()
+				r.Progress(Progress{Scenario: scenario, Cycles: cycles, Of: of, Stats: r.ledger.Stats(), Elapsed: time.Since(began)})
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // firstAckStartedAfter returns how long after t the first acknowledged
@@ -323,7 +387,7 @@ func (r *run) leaderKill(ctx context.Context) error {
 		if err := r.inSync(ctx); err != nil {
 			return err
 		}
-		r.cycles++
+		r.cycleDone()
 		r.Logf("cycle %d/%d done: %+v", i+1, r.Cycles, r.ledger.Stats())
 		if err := r.settle(ctx); err != nil {
 			return err
@@ -354,7 +418,7 @@ func (r *run) leaderPause(ctx context.Context) error {
 		return err
 	}
 	r.marks = append(r.marks, time.Now())
-	r.cycles++
+	r.cycleDone()
 	return r.inSync(ctx)
 }
 
@@ -399,7 +463,7 @@ func (r *run) belowMinISR(ctx context.Context) error {
 		return err
 	}
 	r.marks = append(r.marks, time.Now())
-	r.cycles++
+	r.cycleDone()
 	return r.inSync(ctx)
 }
 
@@ -421,7 +485,7 @@ func (r *run) rollingRestart(ctx context.Context) error {
 		if err := r.inSync(ctx); err != nil {
 			return err
 		}
-		r.cycles++
+		r.cycleDone()
 		if err := r.settle(ctx); err != nil {
 			return err
 		}
