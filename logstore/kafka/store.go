@@ -44,6 +44,10 @@ type LogStore struct {
 
 	laneClients []*kgo.Client
 	lanes       *worker.Lanes
+	// markClient writes marks (Obsolete and prune marks). It is not a lane:
+	// a lane's buffer must hold nothing but its dispatch, or a mark could
+	// land inside a group's batch, between the parts of a split entry.
+	markClient *kgo.Client
 
 	index index.Collector // nil when DisableIndex
 
@@ -149,6 +153,15 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		}
 		s.laneClients = append(s.laneClients, cl)
 		clients[i] = cl
+	}
+	if s.markClient, err = kgo.NewClient(append(base[:len(base):len(base)],
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.UnknownTopicRetries(-1),
+	)...); err != nil {
+		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
@@ -729,6 +742,9 @@ func (s *LogStore) shutdownClients() {
 	}
 	if s.lanes != nil {
 		s.lanes.Close()
+	}
+	if s.markClient != nil {
+		s.markClient.Close()
 	}
 	if s.admin != nil {
 		s.admin.Close()
