@@ -28,6 +28,7 @@ type benchOpts struct {
 	lanes       int
 	maxRegions  int
 	replayRuns  int
+	recovery    int
 	rounds      int
 	json        bool
 	keep        bool
@@ -95,6 +96,7 @@ func (a *app) benchCmd() *cobra.Command {
 	f.IntVar(&o.lanes, "produce-lanes", def.ProduceLanes, "kwal produce lanes (franz-go clients carrying batches at once)")
 	f.IntVar(&o.maxRegions, "max-regions-per-batch", def.MaxRegionsPerBatch, "kwal MaxRegionsPerBatch: regions a produce may carry when a backlog builds up (1 = region-pure batches)")
 	f.IntVar(&o.replayRuns, "replay-runs", 5, "timed runs of each replay (median reported)")
+	f.IntVar(&o.recovery, "recovery-runs", 3, "timed runs of the recovery benchmark's one-region replays (0 skips the recovery benchmark)")
 	f.IntVar(&o.rounds, "rounds", 3, "rounds of the append comparison (each on fresh topics, alternating which producer goes first; figures add up all rounds)")
 	f.Uint64Var(&o.w.Seed, "seed", 1, "seed of the entry data")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
@@ -120,6 +122,7 @@ type benchReport struct {
 	Layout     layoutPair          `json:"layout"`
 	Replay     replayFigures       `json:"replay"`
 	Index      indexFigures        `json:"index"`
+	Recovery   *bench.Recovery     `json:"recovery,omitempty"`
 	Rounds     int                 `json:"rounds"`
 	Namespaces map[string][]string `json:"namespaces"`
 }
@@ -448,6 +451,24 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		entries = firstEntries
 	}
 
+	if o.recovery > 0 {
+		phase("recovery: every phase on a store reopened with its index dir…")
+		rec, err := bench.MeasureRecovery(ctx, bench.RecoveryConfig{
+			Open:   func(ctx context.Context) (*kafka.LogStore, error) { return s.openStore(ctx, mutate) },
+			Topics: kt, Regions: o.w.RegionsOf(kt), Runs: o.recovery, Seed: o.w.Seed,
+			Layout: func(ctx context.Context, t string) (bench.Layout, error) {
+				return bench.MeasureLayoutWith(ctx, t, copts...)
+			},
+			RawScan: func(ctx context.Context, t string) (bench.ConsumeResult, error) {
+				return bench.RawConsumeWith(ctx, t, 16<<20, copts...)
+			},
+		})
+		if err != nil {
+			return err
+		}
+		rep.Recovery = &rec
+	}
+
 	rep.AppendVsRaw = ratio(kr.MBps(), rr.MBps())
 	rep.AppendVsRawAsync = ratio(kr.MBps(), ar.MBps())
 	rep.ReplaySpeedup = ratio(float64(scanT), float64(idxT))
@@ -458,6 +479,10 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		return enc.Encode(rep)
 	}
 	a.printBench(o, s, &rep)
+	if rep.Recovery != nil {
+		fmt.Fprintln(a.stdout)
+		rep.Recovery.Print(a.stdout)
+	}
 	return nil
 }
 

@@ -25,7 +25,10 @@ type costModel struct {
 	latency float64 // seconds a fetch costs beyond its bytes
 	rate    float64 // bytes per second a fetch streams
 	perOff  float64 // bytes per offset
-	learned int     // fetches folded in
+	learned int     // fetches folded in by this read
+	// Samples behind latency and rate (a store's last read's count too):
+	// the first replaces the prior, later ones move an average.
+	nLatency, nRate int
 }
 
 // Priors used until a fetch is measured: a local broker's round trip and a
@@ -52,13 +55,13 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64) {
 	if n <= 0 || offsets <= 0 {
 		return
 	}
-	ewma := func(old, x float64) float64 {
-		if old <= 0 {
+	ewma := func(old, x float64, seen int) float64 {
+		if old <= 0 || seen == 0 {
 			return x
 		}
 		return 0.7*old + 0.3*x
 	}
-	m.perOff = ewma(m.perOff, float64(n)/float64(offsets))
+	m.perOff = ewma(m.perOff, float64(n)/float64(offsets), 1)
 	d := took.Seconds()
 	if d <= 0 {
 		return
@@ -66,13 +69,15 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64) {
 	m.learned++
 	if n <= smallFetch {
 		// Mostly latency: the bytes at the current rate are subtracted.
-		m.latency = max(ewma(m.latency, d-float64(n)/m.rate), 1e-6)
+		m.latency = max(ewma(m.latency, d-float64(n)/m.rate, m.nLatency), 1e-6)
+		m.nLatency++
 		return
 	}
 	// Streaming time is what the fetch took beyond a fetch's latency;
 	// never less than half the fetch (a latency estimate too high must
 	// not make the rate look infinite).
-	m.rate = ewma(m.rate, float64(n)/max(d-m.latency, d/2))
+	m.rate = ewma(m.rate, float64(n)/max(d-m.latency, d/2), m.nRate)
+	m.nRate++
 }
 
 // bytes estimates the bytes of offsets offsets.

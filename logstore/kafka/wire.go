@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -45,6 +46,7 @@ type fetchResult struct {
 	next  int64
 	bytes int           // record batch bytes fetched
 	took  time.Duration // the request's round trip
+	base  int64         // first offset of the first batch (may be below the offset asked for)
 	retry error         // a retriable failure: fetch again (after a leader lookup)
 	err   error         // a final failure
 }
@@ -91,7 +93,11 @@ func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, t
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset: off, Topic: f.topic, Partition: partition,
 		}, rp, kgo.DefaultDecompressor(), nil)
-		return fetchResult{fp: fp, next: next, bytes: n, took: took}
+		base := off
+		if len(rp.RecordBatches) >= 8 {
+			base = min(off, int64(binary.BigEndian.Uint64(rp.RecordBatches)))
+		}
+		return fetchResult{fp: fp, next: next, bytes: n, took: took, base: base}
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return fetchResult{err: f.outOfRange(ctx, off, perr)}
 	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
