@@ -50,8 +50,9 @@ func newCostModel() costModel {
 func (m *costModel) known() bool { return m.perOff > 0 }
 
 // learn folds one fetch in: it took took, returned n record-batch bytes
-// and advanced offsets offsets.
-func (m *costModel) learn(took time.Duration, n int, offsets int64) {
+// and advanced offsets offsets. timed is false for a fetch whose time says
+// nothing about the broker's costs (it opened its connection).
+func (m *costModel) learn(took time.Duration, n int, offsets int64, timed bool) {
 	if n <= 0 || offsets <= 0 {
 		return
 	}
@@ -63,7 +64,7 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64) {
 	}
 	m.perOff = ewma(m.perOff, float64(n)/float64(offsets), 1)
 	d := took.Seconds()
-	if d <= 0 {
+	if d <= 0 || !timed {
 		return
 	}
 	m.learned++
@@ -86,9 +87,16 @@ func (m *costModel) bytes(offsets int64) float64 { return float64(offsets) * m.p
 // fetchCost is the connection time of one fetch of n bytes.
 func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
 
+// priced reports whether both latency and rate were measured (by this read
+// or the store's last one); until then the model fetches only what the
+// plan asks (a prior must not talk a read into fetching through gaps).
+func (m *costModel) priced() bool { return m.nLatency > 0 && m.nRate > 0 }
+
 // throughGap reports whether streaming a gap of gapBytes costs less than
 // the latency of the extra fetch that skipping it needs.
-func (m *costModel) throughGap(gapBytes float64) bool { return gapBytes/m.rate <= m.latency }
+func (m *costModel) throughGap(gapBytes float64) bool {
+	return m.priced() && gapBytes/m.rate <= m.latency
+}
 
 // planCosts estimates, in connection time, fetching the ranges as the
 // fetcher would (merging through cheap gaps, chunks of at most target

@@ -185,7 +185,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		if res.bytes > 0 {
 			// The first batch may begin below head.off: its bytes
 			// span from its base.
-			f.model.learn(res.took, res.bytes, res.next-res.base)
+			f.model.learn(res.took, res.bytes, res.next-res.base, res.warm)
 		}
 		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
 			return
@@ -253,7 +253,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	sl.done = make(chan fetchResult, 1)
 	f.inflight++
 	f.inBytes += int64(sl.maxBytes)
-	cl := f.s.fetchClient(f.client)
+	cl, warm := f.s.fetchClient(f.client)
 	f.client++
 	leader, id, mode := f.leader, f.topicID, f.mode(sl.rg)
 	running.Add(1)
@@ -261,7 +261,9 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		defer running.Done()
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 		defer cancel()
-		sl.done <- f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+		res.warm = warm
+		sl.done <- res
 	}()
 }
 
@@ -282,7 +284,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0) {
 			return
 		}
-		if !f.decided && f.model.known() {
+		if !f.decided && f.model.priced() {
 			f.decide()
 		}
 		f.queue = append(f.queue, f.cut())

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -55,15 +56,18 @@ type sub struct {
 // is held throughout, so that reads starting together find each other's
 // pass rather than each starting one; a join waits at most for the
 // fetcher to finish handing over a response.
-func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
+func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) (*pass, error) {
 	s.passMu.Lock()
 	defer s.passMu.Unlock()
 	for _, p := range s.passes[topic] {
 		if p.noIndex == noIndex && p.end == end && p.tryJoin(sb, ranges) {
-			return p
+			return p, nil
 		}
 	}
-	return s.startPass(topic, noIndex, end, sb, ranges)
+	if !s.addReadGoroutines(2) {
+		return nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
+	}
+	return s.startPass(topic, noIndex, end, sb, ranges), nil
 }
 
 // tryJoin asks p's fetcher to take the read in. A pass that has handed
@@ -116,7 +120,8 @@ func (p *pass) leave(sb *sub) {
 	}
 }
 
-// startPass starts a pass over ranges for the read sb; s.passMu is held.
+// startPass starts a pass over ranges for the read sb; s.passMu is held,
+// and its two goroutines are counted in s.passWG.
 func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
 	ctx, cancel := context.WithCancel(s.readCtx)
 	s.passSeq++
@@ -133,7 +138,6 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 	rt := &router{regions: make(map[uint64][]*route), flushed: p.flushed}
 	r := &reader{s: s, topic: topic, end: end, asm: record.NewAssembler(), from: make(map[uint64]int64), route: rt, yield: rt.dispatch}
 	ch := make(chan fetched)
-	s.passWG.Add(2)
 	go func() {
 		defer s.passWG.Done()
 		f.run(ctx, ch, p.joins, p.accept)
