@@ -86,6 +86,7 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
+	shared   int // fetches in flight when it started, itself included
 	done     chan fetchResult
 	join     *sub
 }
@@ -184,8 +185,9 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		}
 		if res.bytes > 0 {
 			// The first batch may begin below head.off: its bytes
-			// span from its base.
-			f.model.learn(res.took, res.bytes, res.next-res.base, res.warm)
+			// span from its base. A fetch that shared the broker with
+			// others took their time too: its own cost is its share.
+			f.model.learn(res.took/time.Duration(max(head.shared, 1)), res.bytes, res.next-res.base, res.warm)
 		}
 		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
 			return
@@ -252,6 +254,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	sl.started = true
 	sl.done = make(chan fetchResult, 1)
 	f.inflight++
+	sl.shared = f.inflight
 	f.inBytes += int64(sl.maxBytes)
 	cl, warm := f.s.fetchClient(f.client)
 	f.client++
