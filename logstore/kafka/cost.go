@@ -113,7 +113,7 @@ func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, sc
 	for i := 1; i < len(ranges); i++ {
 		gap := m.bytes(ranges[i].Start - ranges[i-1].End)
 		next := m.bytes(ranges[i].End - ranges[i].Start)
-		if m.throughGap(gap) {
+		if m.throughGap(gap) && cur+gap+next <= target {
 			cur += gap + next
 			continue
 		}

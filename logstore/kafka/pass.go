@@ -100,6 +100,9 @@ func (p *pass) accept() bool {
 	}
 	p.subs++
 	p.reads++
+	if h := p.s.joinHook; h != nil {
+		h()
+	}
 	return true
 }
 

@@ -65,6 +65,7 @@ type LogStore struct {
 	passSeq    uint64
 	passWG     sync.WaitGroup // the passes' goroutines and the bounds lookups
 	readBounds readBounds
+	joinHook   func()     // tests: called when a read joins a running pass
 	models     modelStore // the last read's cost model, where the next starts
 	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
 	// once already.
