@@ -16,6 +16,10 @@
 #                                          ARGS are passed through (e.g. --num-records 50000, --topic T,
 #                                          --command-property acks=1 linger.ms=5 replaces acks=all)
 #   scripts/kafka.sh topics [ARGS...]      org.apache.kafka.tools.TopicCommand with --bootstrap-server set
+#   scripts/kafka.sh node ACTION ID        act on one node of a running cluster (fault tests):
+#                                          kill (SIGKILL), stop (SIGTERM, wait), start (wait until ready),
+#                                          pause (SIGSTOP), resume (SIGCONT), pid (print its PID)
+#   scripts/kafka.sh leader TOPIC [PART]   print the node ID leading a partition (default 0)
 #   scripts/kafka.sh fetch                 only download the jars into the cache
 #   scripts/kafka.sh classpath             print the Java classpath (broker + tools + log4j2)
 #
@@ -240,6 +244,8 @@ delete.topic.enable=true
 num.partitions=1
 default.replication.factor=$rf
 min.insync.replicas=$min_isr
+# Never elect a replica that is not in sync: a leader change must not lose acknowledged records.
+unclean.leader.election.enable=false
 
 # Internal topics.
 offsets.topic.replication.factor=$rf
@@ -347,6 +353,7 @@ kill_nodes() { # kill_nodes N: stop every node, SIGTERM then SIGKILL after 30 s
   for ((i = 1; i <= n; i++)); do
     pid=$(pid_of "$i")
     if [[ -n $pid ]]; then
+      kill -CONT "$pid" 2>/dev/null || true # a paused node cannot act on SIGTERM
       kill -TERM "$pid" 2>/dev/null || true
       pids+=("$pid")
     fi
@@ -437,12 +444,20 @@ cmd_start() {
     log "starting node $i: broker $HOST:$(broker_port "$i"), controller $HOST:$(controller_port "$i"), log $(node_dir "$i")/server.log"
     start_node "$i"
   done
+  local all=()
+  for ((i = 1; i <= n; i++)); do all+=("$i"); done
+  wait_ready "$n" "${all[@]}"
+  echo "kafka: Apache Kafka $KAFKA_VERSION ready at $(bootstrap_servers "$n")"
+}
 
-  # Ready when every node logged "Kafka Server started" and every broker port accepts connections.
-  local deadline=$((SECONDS + WAIT_SECS)) ready pid
+# wait_ready N ID...: wait until every named node of the N-node cluster logged "Kafka Server started" and
+# its broker port accepts connections; on failure print their logs, stop the whole cluster and die.
+wait_ready() {
+  local n=$1 i pid ready deadline=$((SECONDS + WAIT_SECS))
+  shift
   while :; do
     ready=1
-    for ((i = 1; i <= n; i++)); do
+    for i in "$@"; do
       pid=$(pid_of "$i")
       if [[ -z $pid ]]; then
         sleep 0.5 # let the JVM finish writing its last words
@@ -456,15 +471,14 @@ cmd_start() {
         ready=0
       fi
     done
-    ((ready)) && break
+    ((ready)) && return 0
     if ((SECONDS >= deadline)); then
-      for ((i = 1; i <= n; i++)); do print_tail "$i"; done
+      for i in "$@"; do print_tail "$i"; done
       kill_nodes "$n"
       die "Apache Kafka was not ready within $WAIT_SECS s (state and logs kept in $STATE; '$0 stop' removes them)"
     fi
     sleep 0.25
   done
-  echo "kafka: Apache Kafka $KAFKA_VERSION ready at $(bootstrap_servers "$n")"
 }
 
 cmd_stop() {
@@ -594,6 +608,74 @@ cmd_perf() {
     org.apache.kafka.tools.ProducerPerformance "${extra[@]}" "${args[@]}"
 }
 
+# node ACTION ID: one node of a running cluster, for fault tests. The others keep running.
+cmd_node() {
+  [[ $# -eq 2 ]] || die "usage: $0 node kill|stop|start|pause|resume|pid ID"
+  local action=$1 id=$2 n pid
+  n=$(state_brokers)
+  ((n > 0)) || die "no cluster in $STATE"
+  [[ $id =~ ^[0-9]+$ ]] && ((id >= 1 && id <= n)) || die "node ID must be 1..$n, not $id"
+  pid=$(pid_of "$id")
+  case $action in
+    pid)
+      [[ -n $pid ]] || die "node $id is not running"
+      echo "$pid" ;;
+    kill)
+      [[ -n $pid ]] || die "node $id is not running"
+      kill -KILL "$pid"
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+      log "node $id (PID $pid) killed with SIGKILL" ;;
+    stop)
+      [[ -n $pid ]] || die "node $id is not running"
+      kill -CONT "$pid" 2>/dev/null || true
+      kill -TERM "$pid"
+      local deadline=$((SECONDS + 30))
+      while kill -0 "$pid" 2>/dev/null; do
+        if ((SECONDS >= deadline)); then
+          log "node $id (PID $pid) did not stop within 30 s of SIGTERM: SIGKILL"
+          kill -KILL "$pid" 2>/dev/null || true
+        fi
+        sleep 0.1
+      done
+      log "node $id (PID $pid) stopped" ;;
+    start)
+      [[ -z $pid ]] || die "node $id is already running (PID $pid)"
+      port_taken "$(broker_port "$id")" && die "port $(broker_port "$id") is in use: cannot start node $id"
+      find_java
+      fetch_jars
+      start_node "$id"
+      wait_ready "$n" "$id"
+      log "node $id started (PID $(pid_of "$id")), broker $HOST:$(broker_port "$id")" ;;
+    pause)
+      [[ -n $pid ]] || die "node $id is not running"
+      kill -STOP "$pid"
+      log "node $id (PID $pid) paused with SIGSTOP" ;;
+    resume)
+      [[ -n $pid ]] || die "node $id is not running"
+      kill -CONT "$pid"
+      log "node $id (PID $pid) resumed with SIGCONT" ;;
+    *) die "node: unknown action $action (kill, stop, start, pause, resume, pid)" ;;
+  esac
+}
+
+# leader TOPIC [PARTITION]: the node ID leading the partition, from TopicCommand --describe.
+cmd_leader() {
+  [[ $# -ge 1 && $# -le 2 ]] || die "usage: $0 leader TOPIC [PARTITION]"
+  local topic=$1 part=${2:-0} bs n i leader
+  n=$(state_brokers)
+  ((n > 0)) || die "no cluster in $STATE"
+  for ((i = 1; i <= n; i++)); do
+    [[ -n $(pid_of "$i") ]] && bs+=${bs:+,}$HOST:$(broker_port "$i")
+  done
+  [[ -n $bs ]] || die "no node of the cluster in $STATE is running"
+  find_java
+  fetch_jars
+  leader=$(run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --describe --topic "$topic" |
+    awk -v p="$part" '$0 ~ "Partition: " p "\t" || $0 ~ "Partition: " p " " {for (i = 1; i <= NF; i++) if ($i == "Leader:") print $(i + 1)}')
+  [[ -n $leader ]] || die "no partition $part in topic $topic"
+  echo "$leader"
+}
+
 cmd_classpath() {
   fetch_jars
   classpath
@@ -610,6 +692,8 @@ main() {
     logs) cmd_logs "$@" ;;
     perf) cmd_perf "$@" ;;
     topics) cmd_topics "$@" ;;
+    node) cmd_node "$@" ;;
+    leader) cmd_leader "$@" ;;
     fetch) find_java; fetch_jars; log "jars in $CACHE/lib" ;;
     classpath) cmd_classpath "$@" ;;
     help | -h | --help) usage ;;

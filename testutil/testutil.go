@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kwal/kwal/embedded"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -44,14 +45,11 @@ func Brokers(t testing.TB) []string {
 }
 
 // NewCluster starts an in-process kfake cluster of one broker (closed when
-// the test ends), for tests that need kfake's hooks (ControlKey, fault
+// the test ends; configured as embedded.Start's), for tests that need kfake's hooks (ControlKey, fault
 // injection) whatever KWAL_KAFKA_BROKERS says. Extra options are appended.
 func NewCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": "67174400"}),
-	}, opts...)...)
+	c, err := kfake.NewCluster(append(embedded.ClusterOptions(), opts...)...)
 	if err != nil {
 		t.Fatalf("testutil: start kfake cluster: %v", err)
 	}

@@ -42,7 +42,8 @@ func TestBenchJSON(t *testing.T) {
 	require.EqualValues(t, 36, idx["appended_entries"])
 	require.Positive(t, idx["bytes"])
 
-	// The benchmark cleans up after itself.
+	// The benchmark cleans up after itself (and says so, after the JSON
+	// only in the human format).
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, 0, l.code, l.stderr)
 	require.NotContains(t, l.stdout, benchPrefix)
@@ -57,6 +58,7 @@ func TestBenchHuman(t *testing.T) {
 		require.Contains(t, r.stdout, want)
 	}
 	require.Contains(t, r.stderr, "bench: round 1/1: kwal")
+	require.Regexp(t, `\n\n5 namespace\(s\) of the run \(kwal-bench-\S+\*\) kept\n$`, r.stdout)
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Contains(t, l.stdout, benchPrefix)
 }

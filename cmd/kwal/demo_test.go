@@ -1,6 +1,8 @@
 package main
 
 import (
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -9,23 +11,51 @@ import (
 	"github.com/kwal/kwal/logstore"
 )
 
+// TestDemoEmbedded protects the demo's job and its story: it says up front
+// what it writes, where and how much (full namespace names), reports its
+// phases, checks every entry, explains the replay speedup, and ends with
+// commands that work when pasted.
 func TestDemoEmbedded(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"demo", "--data-dir", dir, "--entries", "300", "--regions", "6", "--topics", "2", "--writers", "3",
-		"--entry-size", "200", "--entries-per-call", "4", "--replay-runs", "1", "--quiet", "--metrics-addr", "127.0.0.1:0"}
+	args := []string{"demo", "--data-dir", dir, "--size", "60kB", "--regions", "6", "--topics", "2", "--writers", "3",
+		"--entry-size", "200", "--entries-per-call", "4", "--replay-runs", "1", "--metrics-addr", "127.0.0.1:0"}
 	r := kwal(t, nil, args...)
 	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^kwal demo: 3 writers append 4-entry calls of 200-B entries to 6 regions until 60.0 kB are written or 10s passed, whichever comes first \(--size, --duration\)
+namespaces (kwal-demo-\d{8}-\d{6}-[0-9a-f]{4}-0), (kwal-demo-\d{8}-\d{6}-[0-9a-f]{4}-1)
+broker: embedded kfake broker, data in `+regexp.QuoteMeta(filepath.Join(dir, "kafka"))+`
+index: `+regexp.QuoteMeta(filepath.Join(dir, "index"))+`
+`, r.stdout)
 	for _, want := range []string{
-		"entries appended             300 ",
+		"entries appended             300 ", // 60 kB of 200-B entries
 		"append throughput", "append latency", "p50", "p99",
 		"replay, every region         300 entries",
-		"replay, region 1, indexed", "replay, region 1, full scan", "replay speedup",
+		"replay, region 1, indexed", "replay, region 1, full scan", "replay speedup", "bytes fetched",
 		"index on disk",
 		"check                        OK",
+		"What the replay speedup measures: region 1 shares namespace kwal-demo-",
+		"On this embedded broker a fetch is an in-process copy",
+		"Next, try:",
 	} {
 		require.Contains(t, r.stdout, want)
 	}
-	require.Contains(t, r.stderr, "metrics: http://127.0.0.1:")
+	for _, want := range []string{
+		"metrics: http://127.0.0.1:",
+		"demo: restarting the store",
+		"demo: replaying every region with the index and checking it: 300 entries in 2 namespace(s)",
+		"demo: timing region 1's replay",
+	} {
+		require.Contains(t, r.stderr, want)
+	}
+
+	// The suggested commands work as printed.
+	next := regexp.MustCompile(`(?m)^  kwal (.*?)   # `).FindAllStringSubmatch(r.stdout, -1)
+	require.Len(t, next, 3)
+	for _, m := range next {
+		c := kwal(t, nil, strings.Fields(m[1])...)
+		require.Equal(t, exitOK, c.code, "kwal %s: %s", m[1], c.stderr)
+	}
+	require.Regexp(t, `entries    [1-9]\d* \(IDs `, kwal(t, nil, strings.Fields(next[0][1])...).stdout)
 
 	// The data persisted: a second run on the same data dir sees the first
 	// run's namespaces, and deletes them.
@@ -35,9 +65,11 @@ func TestDemoEmbedded(t *testing.T) {
 	require.Len(t, first, 2)
 	require.True(t, strings.HasPrefix(first[0], demoPrefix))
 
-	r = kwal(t, nil, args...)
+	r = kwal(t, nil, append(args, "--entries", "300", "--quiet")...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, "deleted 2 namespace(s) of earlier demo runs")
+	require.Contains(t, r.stdout, "until 300 entries (60.0 kB) are written")
+	require.NotContains(t, r.stderr, "demo: replaying", "--quiet")
 	l = kwal(t, nil, "namespaces", "list", "--data-dir", dir)
 	require.Equal(t, 0, l.code, l.stderr)
 	second := strings.Fields(l.stdout)
@@ -51,6 +83,21 @@ func TestDemoEmbedded(t *testing.T) {
 	v := kwal(t, nil, "index", "verify", "--data-dir", dir, "-n", second[1])
 	require.Equal(t, 0, v.code, v.stderr)
 	require.Contains(t, v.stdout, "OK: for every region")
+}
+
+// TestDemoChecksTheDiskFirst protects the embedded broker's disk: a run
+// that cannot fit is refused before anything is written or deleted.
+func TestDemoChecksTheDiskFirst(t *testing.T) {
+	dir := t.TempDir()
+	free, ok := diskFree(dir)
+	if !ok {
+		t.Skip("this OS does not tell the free disk space")
+	}
+	err := checkDisk(filepath.Join(dir, "not", "yet", "made"), int64(free))
+	require.ErrorContains(t, err, "which needs about")
+	require.ErrorContains(t, err, "is free: lower --size (or --entries)")
+	require.NoError(t, checkDisk(dir, 1<<20))
+	require.NoError(t, checkDisk(dir, 0)) // --duration alone: nothing to check
 }
 
 // acked builds a region's expectation of calls of the given sizes, with

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,6 +48,8 @@ up to the log end as it was when dump started.
 	f.Uint64Var(&from, "from", 0, "first entry ID (offset ID-1); 0 starts at the beginning")
 	f.Int64Var(&limit, "limit", 0, "stop after this many records (0: no limit)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	a.bound(f, "from", 0, math.MaxInt64, "Kafka offsets are signed 64-bit numbers")
+	a.bound(f, "limit", 0, math.MaxInt64, "")
 	return cmd
 }
 
@@ -105,7 +108,7 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 		start = int64(from - 1)
 	}
 	w := a.stdout
-	if !asJSON {
+	header := func() {
 		fmt.Fprintf(w, "%10s %10s %10s %-7s %5s %10s %10s  %s\n", "OFFSET", "ID", "REGION", "KIND", "SEQ", "ENTRY", "VALUE", "CHECK")
 	}
 	var n, kwalN, foreign, corrupt int64
@@ -113,6 +116,9 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 	enc := json.NewEncoder(w)
 	first, end, err := consumeTopic(ctx, s, ns, start, func(rec *kgo.Record) bool {
 		d := decodeRecord(rec)
+		if n == 0 && !asJSON {
+			header() // once connected and reading: a failed dump prints only its error
+		}
 		n++
 		switch {
 		case d.ChecksumOK:

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -50,11 +54,15 @@ The index is loaded from --index-dir and updated with what the read learns.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.ns, "namespace", "n", "", "namespace (topic) of the region (required)")
 	f.Uint64VarP(&o.region, "region", "r", 0, "region ID (required)")
-	f.Uint64Var(&o.from, "from", 0, "first entry ID (0: from the beginning)")
+	f.Uint64Var(&o.from, "from", 0, "first entry ID (0: the first one the log still holds)")
 	f.BoolVar(&o.noIndex, "no-index", false, "scan the whole namespace instead of using the index")
 	f.BoolVar(&o.summary, "summary", false, "print counts, bytes, time and fetches instead of entries")
 	f.Int64Var(&o.limit, "limit", 0, "stop after this many entries (0: no limit)")
 	f.IntVar(&o.preview, "bytes", 32, "bytes of each entry's data to print")
+	a.bound(f, "region", anyValue.min, anyValue.max, "")
+	a.bound(f, "from", 0, math.MaxInt64, "entry IDs are Kafka offsets plus one, and offsets are signed 64-bit numbers")
+	a.bound(f, "limit", 0, math.MaxInt64, "")
+	a.bound(f, "bytes", 0, 64*kiB, "it is a preview (kwal dump shows whole records)")
 	f.BoolVar(&o.skip, "skip-corrupt", false, "skip records that are not kwal's or fail their checksum (logged) instead of failing")
 	return cmd
 }
@@ -81,8 +89,15 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		fmt.Fprintf(w, "%12s %10s  %s\n", "ID", "SIZE", "DATA")
 	}
 	region := logstore.RegionID(o.region)
+	from := logstore.EntryID(o.from)
+	if from == 0 {
+		// ID 0 means none: replay what the log still holds.
+		if from, err = firstID(ctx, s, o.ns); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
-	for e, err := range st.ReadWith(ctx, o.ns, map[logstore.RegionID]logstore.EntryID{region: logstore.EntryID(o.from)}, kafka.ReadOptions{NoIndex: o.noIndex, Stats: &stats}) {
+	for e, err := range st.ReadWith(ctx, o.ns, map[logstore.RegionID]logstore.EntryID{region: from}, kafka.ReadOptions{NoIndex: o.noIndex, Stats: &stats}) {
 		if err != nil {
 			return fmt.Errorf("replay of region %d of %s: %w", o.region, o.ns, err)
 		}
@@ -100,8 +115,15 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		}
 	}
 	elapsed := time.Since(t0)
+	var none string // why nothing came back, when nothing did
+	if n == 0 {
+		none = a.whyNoEntries(ctx, st, s.cfg.IndexDir, o)
+	}
 	if !o.summary {
 		fmt.Fprintf(w, "%d entries, %s\n", n, humanBytes(nbytes))
+		if none != "" {
+			fmt.Fprintln(w, none)
+		}
 		return st.Close()
 	}
 	mode := "indexed"
@@ -110,11 +132,11 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "namespace\t%s\n", o.ns)
-	fmt.Fprintf(tw, "region\t%d (from ID %d, %s)\n", o.region, o.from, mode)
+	fmt.Fprintf(tw, "region\t%d (from ID %d, %s)\n", o.region, from, mode)
 	if n > 0 {
 		fmt.Fprintf(tw, "entries\t%d (IDs %d..%d)\n", n, first, lastID)
 	} else {
-		fmt.Fprintf(tw, "entries\t0\n")
+		fmt.Fprintf(tw, "entries\t0: %s\n", none)
 	}
 	fmt.Fprintf(tw, "bytes\t%d (%s)\n", nbytes, humanBytes(nbytes))
 	fmt.Fprintf(tw, "time\t%v (%.1f MB/s)\n", roundDur(elapsed), mb(nbytes)/max(elapsed.Seconds(), 1e-9))
@@ -126,4 +148,63 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 	fmt.Fprintf(tw, "fetched\t%d bytes (%s)%s, %d records decoded\n", stats.FetchedBytes, humanBytes(stats.FetchedBytes), amp, stats.Records)
 	_ = tw.Flush()
 	return st.Close()
+}
+
+// whyNoEntries says why a replay returned nothing: the namespace is empty,
+// or which regions it does hold (those the index has seen), so that a
+// region that never wrote there is not mistaken for an empty one.
+func (a *app) whyNoEntries(ctx context.Context, st *kafka.LogStore, indexDir string, o replayOpts) string {
+	latest, err := st.LatestEntryID(ctx, o.ns)
+	if err != nil {
+		return fmt.Sprintf("region %d has no entries in %s from ID %d (the namespace's last ID is unknown: %v)", o.region, o.ns, o.from, err)
+	}
+	if latest == 0 {
+		return fmt.Sprintf("namespace %s is empty", o.ns)
+	}
+	msg := fmt.Sprintf("region %d has no entries in %s from ID %d; the namespace holds entries up to ID %d", o.region, o.ns, o.from, latest)
+	if logstore.EntryID(o.from) > latest {
+		return msg + fmt.Sprintf(" (--from %d is past its end)", o.from)
+	}
+	// Closing checkpoints what the read learned, so that the index on disk
+	// names every region the read went past (Close is idempotent: the
+	// caller's later Close returns the same result).
+	_ = st.Close()
+	infos, err := inspectIndex(indexDir, []string{o.ns}, nil, a.log)
+	if err != nil || len(infos) == 0 {
+		return msg
+	}
+	var regions []string
+	for _, ri := range infos[0].Regions {
+		if ri.Records > 0 {
+			regions = append(regions, strconv.FormatUint(ri.Region, 10))
+		}
+	}
+	switch {
+	case len(regions) == 0:
+		return msg
+	case len(regions) > 20:
+		regions = append(regions[:20], fmt.Sprintf("… (%d in all)", len(regions)))
+	}
+	return msg + fmt.Sprintf(", of region(s) %s as far as the index has seen", strings.Join(regions, ", "))
+}
+
+// firstID returns the first entry ID the namespace's log still holds.
+func firstID(ctx context.Context, s *session, ns string) (logstore.EntryID, error) {
+	cl, err := s.rawClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).ListStartOffsets(ctx, ns)
+	if err != nil {
+		return 0, fmt.Errorf("log start of %s: %w", ns, err)
+	}
+	o, ok := offs.Lookup(ns, 0)
+	if !ok {
+		return 0, fmt.Errorf("log start of %s: no partition 0", ns)
+	}
+	if o.Err != nil {
+		return 0, fmt.Errorf("log start of %s: %w", ns, o.Err)
+	}
+	return logstore.EntryID(o.Offset + 1), nil
 }

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/internal/bench"
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+)
+
+// benchRun is one run of kwal bench: its settings, connections and
+// namespaces, and the report its phases fill in. runBench calls the phases
+// in order: createNamespaces, warmUp, appendRounds, measureLayout,
+// measureReplay, (close the store), measureIndex.
+type benchRun struct {
+	a     *app
+	o     benchOpts
+	w     bench.Workload
+	s     *session
+	st    *kafka.LogStore
+	copts []kgo.Opt // the raw clients' options: seeds, timeouts, TLS, SASL
+	stamp string    // names this run's namespaces
+
+	rounds       []benchRound
+	warmK, warmR []string
+	all          []string // every namespace of the run
+	created      []string // those created so far, for cleaning up
+	doing        string   // the phase under way, for an interruption's report
+
+	kwalSum, rawSum, asyncSum bench.AppendResult // added up over every round
+	firstEntries              int64              // kwal entries of round 1, whose topic's index is measured
+
+	rep benchReport
+}
+
+// benchRound is the namespaces of one round: kwal's, raw's and raw async's.
+type benchRound struct{ kwal, raw, async []string }
+
+// storeConfig applies the bench flags to the store's configuration.
+func (b *benchRun) storeConfig(c *kafka.Config) {
+	c.MaxBatchBytes = b.o.batchBytes
+	c.Compression = b.o.compression
+	c.Linger = b.o.linger
+	c.ProduceLanes = b.o.lanes
+	c.MaxRegionsPerBatch = b.o.maxRegions
+	c.FetchMaxBytes = max(c.FetchMaxBytes, int32(b.o.batchBytes))
+	c.MaxQueuedBytes = max(c.MaxQueuedBytes, int64(b.o.batchBytes))
+}
+
+// phase prints a progress line unless --quiet.
+func (b *benchRun) phase(format string, args ...any) {
+	b.doing = strings.TrimSuffix(fmt.Sprintf(format, args...), "…")
+	if !b.o.quiet {
+		fmt.Fprintf(b.a.stderr, "bench: "+format+"\n", args...)
+	}
+}
+
+// names returns the run's namespaces of a tag, one per topic.
+func (b *benchRun) names(tag string) []string {
+	out := make([]string, b.w.Topics)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%s-%s-%d", benchPrefix, b.stamp, tag, i)
+	}
+	return out
+}
+
+// createNamespaces names and creates every namespace of the run.
+func (b *benchRun) createNamespaces(ctx context.Context) error {
+	b.rounds = make([]benchRound, b.o.rounds)
+	for i := range b.rounds {
+		sfx := ""
+		if i > 0 {
+			sfx = fmt.Sprintf("-r%d", i+1)
+		}
+		b.rounds[i] = benchRound{b.names("kwal" + sfx), b.names("raw" + sfx), b.names("async" + sfx)}
+		b.all = slices.Concat(b.all, b.rounds[i].kwal, b.rounds[i].raw, b.rounds[i].async)
+	}
+	b.warmK, b.warmR = b.names("warmup-kwal"), b.names("warmup-raw")
+	b.all = slices.Concat(b.all, b.warmK, b.warmR)
+	b.rep.Namespaces = map[string][]string{"kwal": b.rounds[0].kwal, "raw": b.rounds[0].raw, "raw_async": b.rounds[0].async}
+	b.phase("creating %d namespaces…", len(b.all))
+	for _, t := range b.all {
+		b.created = append(b.created, t) // before: a create cut short may still have made it
+		if err := b.st.CreateNamespace(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteNamespaces deletes the namespaces the run created (and their
+// index) with a store of its own, since the run's context may have ended
+// (Ctrl-C); it is bounded by cleanupTimeout. It returns how many it
+// deleted.
+func (b *benchRun) deleteNamespaces() (int, error) {
+	if len(b.created) == 0 {
+		return 0, nil
+	}
+	// The run's store goes first: its metrics hold the session's registry,
+	// which the cleaning store registers in.
+	_ = b.st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	st, err := b.s.openStore(ctx, b.storeConfig)
+	if err != nil {
+		return 0, fmt.Errorf("cleaning up: %w", err)
+	}
+	defer func() { _ = st.Close() }()
+	for i, n := range b.created {
+		if err := st.DeleteNamespace(ctx, n); err != nil {
+			return i, fmt.Errorf("cleaning up (kwal namespaces delete '%s*' --yes deletes the rest): %w", benchPrefix+b.stamp, err)
+		}
+	}
+	return len(b.created), st.Close()
+}
+
+// cleanupTimeout bounds the deletion of the bench's namespaces.
+const cleanupTimeout = 30 * time.Second
+
+// runPlan plays a plan through app: --calls calls per writer, or for
+// --duration.
+func (b *benchRun) runPlan(ctx context.Context, plan [][]bench.Call, app bench.Appender) (bench.AppendResult, error) {
+	if b.o.duration > 0 {
+		return bench.RunFor(ctx, plan, app, b.o.duration, nil)
+	}
+	return bench.Run(ctx, plan, app, nil)
+}
+
+// warmUp opens the connections, producer IDs and metadata of both
+// producers, so that neither pays for them in the measured runs.
+func (b *benchRun) warmUp(ctx context.Context, cl *kgo.Client) error {
+	b.phase("warm-up…")
+	warm := b.w
+	warm.Calls = 1
+	if _, err := bench.Run(ctx, warm.Plan(b.warmK), bench.KwalAppender(b.st), nil); err != nil {
+		return fmt.Errorf("kwal warm-up: %w", err)
+	}
+	if _, err := bench.Run(ctx, warm.Plan(b.warmR), bench.RawAppender(cl, b.o.batchBytes), nil); err != nil {
+		return fmt.Errorf("raw warm-up: %w", err)
+	}
+	return nil
+}
+
+// appendRounds runs the append comparison --rounds times. Rounds alternate
+// which producer goes first; the figures add up every round's entries,
+// bytes, time and latencies.
+func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
+	o := b.o
+	for i, rd := range b.rounds {
+		runKwal := func() error {
+			b.phase("round %d/%d: kwal, %d writers appending %d-entry calls of %d B to %d regions in %d topic(s)…",
+				i+1, o.rounds, o.writers, o.perCall, o.entrySize, o.regions, o.topics)
+			r, err := b.runPlan(ctx, b.w.Plan(rd.kwal), bench.KwalAppender(b.st))
+			if err == nil {
+				err = ctx.Err() // the run stops its writers at ctx's end without an error of its own
+			}
+			if err != nil {
+				return fmt.Errorf("kwal appends: %w", err)
+			}
+			addResult(&b.kwalSum, r)
+			if i == 0 {
+				b.firstEntries = r.Entries
+			}
+			return nil
+		}
+		runRaw := func() error {
+			b.phase("round %d/%d: raw franz-go, same concurrency…", i+1, o.rounds)
+			r, err := b.runPlan(ctx, b.w.Plan(rd.raw), bench.RawAppender(cl, o.batchBytes))
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				return fmt.Errorf("raw appends: %w", err)
+			}
+			addResult(&b.rawSum, r)
+			return nil
+		}
+		first, second := runKwal, runRaw
+		if i%2 == 1 {
+			first, second = runRaw, runKwal
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		if err := second(); err != nil {
+			return err
+		}
+		b.phase("round %d/%d: raw franz-go, asynchronous from one goroutine…", i+1, o.rounds)
+		r, err := bench.RawAsync(ctx, cl, b.w.Plan(rd.async), o.batchBytes)
+		if err != nil {
+			return fmt.Errorf("raw async appends: %w", err)
+		}
+		addResult(&b.asyncSum, r)
+	}
+	slices.Sort(b.kwalSum.Latencies)
+	slices.Sort(b.rawSum.Latencies)
+	b.rep.Kwal = figures(b.kwalSum, true)
+	b.rep.Raw = figures(b.rawSum, true)
+	b.rep.RawAsync = figures(b.asyncSum, false)
+	b.rep.AppendVsRaw = ratio(b.kwalSum.MBps(), b.rawSum.MBps())
+	b.rep.AppendVsRawAsync = ratio(b.kwalSum.MBps(), b.asyncSum.MBps())
+	return nil
+}
+
+// measureLayout reads how the first round's kwal and raw topics' records
+// fall into record batches.
+func (b *benchRun) measureLayout(ctx context.Context) error {
+	b.phase("batch layout…")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	kt, rt := b.rounds[0].kwal[0], b.rounds[0].raw[0]
+	kl, err := bench.MeasureLayoutWith(ctx, kt, b.copts...)
+	if err != nil {
+		return fmt.Errorf("layout of %s: %w", kt, err)
+	}
+	rl, err := bench.MeasureLayoutWith(ctx, rt, b.copts...)
+	if err != nil {
+		return fmt.Errorf("layout of %s: %w", rt, err)
+	}
+	b.rep.Layout = layoutPair{Kwal: layoutOf(kl), Raw: layoutOf(rl)}
+	return nil
+}
+
+// measureReplay times region 1's replay with the index and by a full scan
+// on the first round's kwal topic.
+func (b *benchRun) measureReplay(ctx context.Context) error {
+	region := logstore.RegionID(1)
+	ns := b.rounds[0].kwal[0] // region 1 is workload region 0: topic 0
+	runs := b.o.replayRuns
+	b.phase("replay of region %d, indexed and full scan, %d runs each…", region, runs)
+	idxT, idxS, err := timeReplay(ctx, b.st, ns, region, false, runs, nil, nil)
+	if err != nil {
+		return err
+	}
+	scanT, scanS, err := timeReplay(ctx, b.st, ns, region, true, runs, nil, nil)
+	if err != nil {
+		return err
+	}
+	b.rep.Replay = replayFigures{Namespace: ns, Region: uint64(region), Runs: runs, Indexed: replayOf(idxT, idxS), FullScan: replayOf(scanT, scanS)}
+	b.rep.ReplaySpeedup = ratio(float64(scanT), float64(idxT))
+	return nil
+}
+
+// measureIndex sizes the checkpointed index of the first round's kwal
+// topics; call it after the store is closed (Close checkpoints).
+func (b *benchRun) measureIndex() error {
+	kt := b.rounds[0].kwal
+	dir := b.s.cfg.IndexDir
+	ib, nf, err := indexBytes(dir, kt, b.a.log)
+	if err != nil {
+		return err
+	}
+	b.rep.Index = indexFigures{Bytes: ib, Files: nf, AppendedEntries: b.firstEntries}
+	regions := map[string][]uint64{}
+	for r := range b.w.Regions {
+		regions[kt[r%len(kt)]] = append(regions[kt[r%len(kt)]], uint64(r+1))
+	}
+	if infos, err := inspectIndex(dir, kt, regions, b.a.log); err == nil {
+		for _, ti := range infos {
+			for _, ri := range ti.Regions {
+				b.rep.Index.Entries += ri.Records
+			}
+		}
+	} else {
+		b.a.log.Warn("bench: inspecting the index", "err", err)
+	}
+	entries := b.rep.Index.Entries
+	if entries == 0 {
+		entries = b.firstEntries
+	}
+	b.rep.IndexBytesPerEntry = ratio(float64(ib), float64(entries))
+	return nil
+}

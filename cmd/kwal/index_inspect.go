@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// topicIndex is what the persisted index says about one namespace.
+type topicIndex struct {
+	Namespace string        `json:"namespace"`
+	Files     int           `json:"files"`
+	Bases     int           `json:"bases"`
+	Deltas    int           `json:"deltas"`
+	LastSeq   uint64        `json:"last_seq"`
+	Bytes     int64         `json:"bytes_on_disk"`
+	From      int64         `json:"accounted_from"` // C: offsets below are not accounted (reads scan them)
+	Watermark int64         `json:"watermark"`      // W: offsets [C, W) are accounted
+	LogEnd    *int64        `json:"log_end,omitempty"`
+	Entries   int64         `json:"records_indexed"`
+	Regions   []regionIndex `json:"regions,omitempty"`
+}
+
+// regionIndex is one region's part of a topicIndex.
+type regionIndex struct {
+	Region      uint64 `json:"region"`
+	Records     int64  `json:"records"` // indexed offsets (entries, or parts of split entries)
+	Ranges      int    `json:"ranges"`  // runs of consecutive offsets
+	FirstOffset int64  `json:"first_offset"`
+	LastOffset  int64  `json:"last_offset"`
+	// ObsoleteBelow is the region's Obsolete point (0: none).
+	ObsoleteBelow int64 `json:"obsolete_below,omitempty"`
+	// InLog is the number of the region's records found in the log (only
+	// when the log was scanned).
+	InLog *int64 `json:"records_in_log,omitempty"`
+}
+
+// inspectIndex loads the index checkpointed in dir (read-only) and
+// describes the given namespaces (all it holds when topics is nil), with
+// the given regions of each (every region it indexes when regions has no
+// entry for a namespace and all is set).
+func inspectIndex(dir string, topics []string, regions map[string][]uint64, log *slog.Logger) ([]topicIndex, error) {
+	g, err := loadIndex(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = g.Close(context.Background()) }()
+	if topics == nil {
+		topics = g.Topics()
+	}
+	var out []topicIndex
+	for _, t := range topics {
+		ts, ok := g.Stats(t, true)
+		if !ok {
+			continue
+		}
+		ti := topicIndex{
+			Namespace: t, Files: ts.Files, Deltas: ts.Deltas, Bases: ts.Files - ts.Deltas, LastSeq: ts.LastSeq,
+			Bytes: ts.StoredBytes, From: ts.C, Watermark: ts.W, Entries: ts.Entries,
+		}
+		byRegion := map[uint64]index.RegionStats{}
+		for _, rs := range ts.Regions {
+			byRegion[rs.Region] = rs
+		}
+		want := regions[t]
+		if want == nil {
+			for _, rs := range ts.Regions {
+				want = append(want, rs.Region)
+			}
+		}
+		for _, r := range want {
+			rs, ok := byRegion[r]
+			ri := regionIndex{Region: r, FirstOffset: -1, LastOffset: -1}
+			if ok {
+				ri.Records, ri.Ranges, ri.FirstOffset, ri.LastOffset, ri.ObsoleteBelow = rs.Entries, rs.Runs, rs.First, rs.Last, rs.ObsoleteBelow
+			}
+			ti.Regions = append(ti.Regions, ri)
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
+
+// logScan is what a scan of a namespace's log found.
+type logScan struct {
+	start, end int64
+	regions    map[uint64]int64 // records per region
+	foreign    int64
+	corrupt    int64
+	marks      int64 // records holding no entry but a statement (Obsolete, prune)
+}
+
+func (l *logScan) regionList() []uint64 {
+	out := make([]uint64, 0, len(l.regions))
+	for r := range l.regions {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// scanLog reads every record of the namespace with a raw consumer and
+// counts the records of each region.
+func scanLog(ctx context.Context, s *session, ns string) (*logScan, error) {
+	ls := &logScan{regions: map[uint64]int64{}}
+	var err error
+	ls.start, ls.end, err = consumeTopic(ctx, s, ns, 0, func(rec *kgo.Record) bool {
+		p, derr := record.Decode(rec.Key, rec.Value)
+		switch {
+		case derr == nil && p.Kind == record.KindMark:
+			ls.marks++
+		case derr == nil:
+			ls.regions[p.Region]++
+		case errors.Is(derr, record.ErrNotKwal):
+			ls.foreign++
+		default:
+			ls.corrupt++
+		}
+		return true
+	})
+	return ls, err
+}
+
+// loadIndex loads the index checkpointed in dir without writing to it, for
+// inspection through the index package's Topics and Stats. The caller
+// closes it.
+func loadIndex(dir string, log *slog.Logger) (*index.Global, error) {
+	g, err := index.New(index.Options{Store: index.OpenDirStoreReadOnly(dir), ReadOnly: true, Logger: log, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		return nil, fmt.Errorf("loading the index in %s: %w", dir, err)
+	}
+	return g, nil
+}
+
+// indexBytes sums the checkpoint bytes of the given topics in dir.
+func indexBytes(dir string, topics []string, log *slog.Logger) (bytes int64, files int, err error) {
+	g, err := loadIndex(dir, log)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = g.Close(context.Background()) }()
+	for _, t := range topics {
+		if ts, ok := g.Stats(t, false); ok {
+			bytes += ts.StoredBytes
+			files += ts.Files
+		}
+	}
+	return bytes, files, nil
+}

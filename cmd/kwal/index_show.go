@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) indexShowCmd() *cobra.Command {
+	var (
+		ns       string
+		regions  []uint
+		noScan   bool
+		asJSON   bool
+		maxShown int
+	)
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show the persisted index per namespace and region",
+		Long: `show loads the checkpoints in --index-dir without changing them and prints,
+per namespace: its checkpoint files and bytes on disk, and the accounted span
+[from, watermark) of offsets the index knows; per region: the records
+(offsets) indexed, in how many ranges of consecutive offsets, the first and
+last, and the Obsolete point when the region dropped offsets above the span's
+start.
+
+Regions come from the index itself (or --regions); unless --no-scan, the
+namespace's log is also scanned, which adds the log end and each region's
+records in the log for comparison; --no-scan needs no broker. "records"
+counts the offsets of whole entries and of parts of split entries.
+`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runIndexShow(cmd.Context(), ns, regions, noScan, asJSON, maxShown)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&ns, "namespace", "n", "", "only this namespace (default: every namespace in the index)")
+	f.UintSliceVar(&regions, "regions", nil, "regions to show (default: those found in the log, or in the index with --no-scan)")
+	f.BoolVar(&noScan, "no-scan", false, "do not scan the log (no broker needed); regions come from the index")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per namespace")
+	f.IntVar(&maxShown, "max-regions", 1000, "print at most this many regions per namespace (0: all)")
+	a.bound(f, "regions", anyValue.min, anyValue.max, "")
+	a.bound(f, "max-regions", 0, math.MaxInt32, "")
+	return cmd
+}
+
+func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noScan, asJSON bool, maxShown int) error {
+	dir := a.indexDir()
+	g, err := loadIndex(dir, a.log)
+	if err != nil {
+		return err
+	}
+	var topics []string
+	indexed := g.Topics()
+	_ = g.Close(ctx)
+	hasIndex := true
+	if ns != "" {
+		topics = []string{ns}
+		hasIndex = slices.Contains(indexed, ns)
+		if !hasIndex && noScan {
+			return fmt.Errorf("namespace %s has no index in %s (with --no-scan its log was not looked at)", ns, dir)
+		}
+	} else {
+		topics = indexed
+	}
+	if len(topics) == 0 {
+		fmt.Fprintf(a.stdout, "no index checkpoints in %s\n", dir)
+		return nil
+	}
+	want := map[string][]uint64{}
+	scans := map[string]*logScan{}
+	switch {
+	case len(regions) > 0:
+		for _, t := range topics {
+			for _, r := range regions {
+				want[t] = append(want[t], uint64(r))
+			}
+		}
+	case !noScan:
+		s, err := a.startSession()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for _, t := range topics {
+			ls, err := scanLog(ctx, s, t)
+			if err != nil {
+				if !errors.Is(err, kafka.ErrUnknownNamespace) {
+					return err
+				}
+				if !hasIndex {
+					return fmt.Errorf("no namespace %s: no such topic, and no index of it in %s", t, dir)
+				}
+				fmt.Fprintf(a.stderr, "kwal: namespace %s has an index in %s but no topic (deleted by other means? kwal namespaces delete %s removes the index)\n", t, dir, t)
+				continue
+			}
+			if !hasIndex {
+				fmt.Fprintf(a.stdout, "namespace %s\n  no index in %s yet: its log holds offsets [%d, %d), with records of %d region(s); a store that appends to it or reads it builds the index\n",
+					t, dir, ls.start, ls.end, len(ls.regions))
+				return nil
+			}
+			scans[t] = ls
+			want[t] = ls.regionList()
+		}
+	}
+	infos, err := inspectIndex(dir, topics, want, a.log)
+	if err != nil {
+		return err
+	}
+	for i := range infos {
+		ti := &infos[i]
+		if ls := scans[ti.Namespace]; ls != nil {
+			end := ls.end
+			ti.LogEnd = &end
+			for j := range ti.Regions {
+				n := ls.regions[ti.Regions[j].Region]
+				ti.Regions[j].InLog = &n
+			}
+		}
+		if asJSON {
+			if err := json.NewEncoder(a.stdout).Encode(ti); err != nil {
+				return err
+			}
+			continue
+		}
+		a.printTopicIndex(ti, maxShown)
+	}
+	return nil
+}
+
+func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
+	w := a.stdout
+	fmt.Fprintf(w, "namespace %s\n", ti.Namespace)
+	if ti.Files == 0 {
+		fmt.Fprintf(w, "  no checkpoint files\n")
+	} else {
+		fmt.Fprintf(w, "  checkpoint files  %d (%d base, %d delta, last seq %d), %s on disk\n", ti.Files, ti.Bases, ti.Deltas, ti.LastSeq, humanBytes(ti.Bytes))
+	}
+	fmt.Fprintf(w, "  accounted offsets [%d, %d)", ti.From, ti.Watermark)
+	if ti.LogEnd != nil {
+		lag := *ti.LogEnd - ti.Watermark
+		fmt.Fprintf(w, ", log end %d", *ti.LogEnd)
+		if lag > 0 {
+			fmt.Fprintf(w, " (%d offsets past the watermark are scanned by reads)", lag)
+		}
+	}
+	fmt.Fprintln(w)
+	var total int64
+	for _, r := range ti.Regions {
+		total += r.Records
+	}
+	if len(ti.Regions) > 0 {
+		perEntry := ""
+		if total > 0 {
+			perEntry = fmt.Sprintf(", %.3f B/record on disk", float64(ti.Bytes)/float64(total))
+		}
+		fmt.Fprintf(w, "  regions           %d, %d records indexed%s\n", len(ti.Regions), total, perEntry)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "\tregion\trecords\tranges\tfirst\tlast\tobsolete below\tin log\t\n")
+		for i, r := range ti.Regions {
+			if maxShown > 0 && i >= maxShown {
+				fmt.Fprintf(tw, "\t…\t%d more\t\t\t\t\t\t\n", len(ti.Regions)-i)
+				break
+			}
+			first, last, obs, inLog := "-", "-", "-", "-"
+			if r.FirstOffset >= 0 {
+				first, last = strconv.FormatInt(r.FirstOffset, 10), strconv.FormatInt(r.LastOffset, 10)
+			}
+			if r.ObsoleteBelow > 0 {
+				obs = strconv.FormatInt(r.ObsoleteBelow, 10)
+			}
+			if r.InLog != nil {
+				inLog = strconv.FormatInt(*r.InLog, 10)
+			}
+			fmt.Fprintf(tw, "\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", r.Region, r.Records, r.Ranges, first, last, obs, inLog)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintln(w)
+}

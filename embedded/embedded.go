@@ -1,0 +1,161 @@
+// Package embedded starts an in-process Kafka (franz-go's kfake) outside
+// tests: for a program's own tests or demos that need a broker kwal can
+// talk to, with nothing installed. (testutil.Brokers does the same inside
+// a test, tied to its *testing.T.)
+//
+// With a data directory the broker keeps its topics on disk across
+// restarts. The directory belongs to one process at a time: Start takes
+// an OS file lock on it (flock, or LockFileEx on Windows, through
+// gofrs/flock) before the broker touches it, and records in the lock file
+// who holds it. Two brokers on one directory would each rewrite it from
+// their own memory, and one process's topics would vanish when the other
+// exits; instead the second Start fails at once with an *InUseError that
+// names the first process and the address its broker listens on. The OS
+// drops the lock when the process ends, however it ends, so a crash never
+// leaves the directory locked.
+package embedded
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// LockFile is the name of the lock file in a data directory.
+const LockFile = "kwal.lock"
+
+// MaxMessageBytes is the broker's message.max.bytes: kwal's largest batch
+// (64 MiB) and room for its framing.
+const MaxMessageBytes = 67174400
+
+// options is what the Options set.
+type options struct {
+	owner string
+	kfake []kfake.Opt
+}
+
+// Option changes how Start starts the broker.
+type Option func(*options)
+
+// WithOwner describes the process in the lock file (for example "kwal
+// demo"), so that a second process's error can say what holds the data
+// directory. Default: the program's name.
+func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+
+// WithKfakeOptions appends options of kfake.NewCluster (SASL users,
+// broker configs, ...).
+func WithKfakeOptions(opts ...kfake.Opt) Option {
+	return func(o *options) { o.kfake = append(o.kfake, opts...) }
+}
+
+// ClusterOptions are the kfake options of every embedded broker: one
+// broker that accepts kwal's largest batches.
+func ClusterOptions() []kfake.Opt {
+	return []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": fmt.Sprint(MaxMessageBytes)}),
+	}
+}
+
+// Holder is who holds a data directory, as its lock file records.
+type Holder struct {
+	PID     int       `json:"pid"`
+	Owner   string    `json:"owner"`
+	Brokers []string  `json:"brokers,omitempty"`
+	Since   time.Time `json:"since"`
+}
+
+// InUseError is Start's error when another process holds the data
+// directory. Holder is what its lock file says (zero when the other
+// process has not written it yet).
+type InUseError struct {
+	Dir    string
+	Holder Holder
+}
+
+// ErrInUse is matched (errors.Is) by an *InUseError.
+var ErrInUse = errors.New("the data directory is in use by another process")
+
+func (e *InUseError) Error() string {
+	h := e.Holder
+	if h.PID == 0 {
+		return fmt.Sprintf("the data directory %s is in use by another process (it is starting; its lock file %s names it once it has)", e.Dir, filepath.Join(e.Dir, LockFile))
+	}
+	msg := fmt.Sprintf("the data directory %s is in use by process %d (%s, since %s)", e.Dir, h.PID, h.Owner, h.Since.Local().Format(time.TimeOnly))
+	if len(h.Brokers) > 0 {
+		msg += fmt.Sprintf(", whose embedded broker listens at %s", strings.Join(h.Brokers, ","))
+	}
+	return msg
+}
+
+func (e *InUseError) Is(target error) bool { return target == ErrInUse }
+
+// Start starts a one-broker in-process Kafka and returns its addresses
+// and a function that stops it (and releases the data directory). With
+// dataDir "" the broker keeps its data in memory; otherwise in dataDir
+// (created if needed), which it locks first: when another process holds
+// it, Start returns an *InUseError at once.
+func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err error) {
+	o := options{owner: filepath.Base(os.Args[0])}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	kopts := ClusterOptions()
+	var lock *flock.Flock
+	if dataDir != "" {
+		if lock, err = lockDir(dataDir); err != nil {
+			return nil, nil, err
+		}
+		kopts = append(kopts, kfake.DataDir(dataDir))
+	}
+	c, err := kfake.NewCluster(append(kopts, o.kfake...)...)
+	if err != nil {
+		if lock != nil {
+			_ = lock.Unlock()
+		}
+		return nil, nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	addrs = c.ListenAddrs()
+	if lock != nil {
+		// The holder is recorded best-effort: a directory that cannot be
+		// written already failed the broker's start.
+		h := Holder{PID: os.Getpid(), Owner: o.owner, Brokers: addrs, Since: time.Now()}
+		if b, err := json.Marshal(h); err == nil {
+			_ = os.WriteFile(lock.Path(), append(b, '\n'), 0o644)
+		}
+	}
+	stop = func() {
+		c.Close()
+		if lock != nil {
+			_ = lock.Unlock()
+		}
+	}
+	return addrs, stop, nil
+}
+
+// lockDir takes the data directory's lock, or returns an *InUseError.
+func lockDir(dir string) (*flock.Flock, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded broker: data directory: %w", err)
+	}
+	lock := flock.New(filepath.Join(dir, LockFile))
+	ok, err := lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: locking the data directory %s: %w", dir, err)
+	}
+	if !ok {
+		e := &InUseError{Dir: dir}
+		if b, err := os.ReadFile(lock.Path()); err == nil {
+			_ = json.Unmarshal(b, &e.Holder) // a half-written file leaves Holder zero
+		}
+		return nil, e
+	}
+	return lock, nil
+}
