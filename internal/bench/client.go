@@ -117,7 +117,7 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 			for _, r := range fp.Records {
 				l.Records++
 				p, err := record.Decode(r.Key, r.Value)
-				if err != nil {
+				if err != nil || p.Kind == record.KindMark {
 					continue
 				}
 				rl := l.PerRegion[p.Region]
