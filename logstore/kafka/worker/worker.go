@@ -69,12 +69,15 @@ func (w *worker) run() {
 	defer close(p.exited)
 	queue := p.queue
 	for {
-		if w.draining && len(w.pending) == 0 && len(w.inflight) == 0 && len(queue) == 0 {
-			return
-		}
 		if w.dirty {
 			w.plan()
 			w.dirty = false
+		}
+		// After plan: its removePending may have emptied pending of requests
+		// their callers withdrew, and no event would follow to end a drain
+		// checked before it (Close then waited out its whole context).
+		if w.draining && len(w.pending) == 0 && len(w.inflight) == 0 && len(queue) == 0 {
+			return
 		}
 		var free chan *lane
 		var lingerC <-chan time.Time
