@@ -47,7 +47,7 @@ func (s *LogStore) Prune(ctx context.Context, namespace string) (logstore.EntryI
 type PruneResult struct {
 	PruneStatus
 	// Deleted is set when records were deleted: those with IDs in
-	// [Before.FirstID, FirstID).
+	// [Before, FirstID).
 	Deleted bool
 	// Before is the log's first ID before the call.
 	Before logstore.EntryID
@@ -163,6 +163,10 @@ type statser interface {
 // it back.
 func (s *LogStore) pruneStatus(ctx context.Context, g statser, topic string, start, end int64) (PruneStatus, int64, error) {
 	st := PruneStatus{Namespace: topic, FirstID: logstore.EntryID(start + 1), LatestID: logstore.EntryID(end), PrunePoint: logstore.EntryID(start + 1)}
+	if end <= start {
+		st.Reason = "the log is empty"
+		return st, start, nil
+	}
 	ts, ok := g.Stats(topic, true)
 	if !ok || !ts.Covered || ts.C > start {
 		st.Reason = fmt.Sprintf("the index does not account for the log from its start (offset %d)", start)

@@ -80,9 +80,9 @@ func (m *modelNS) want(r logstore.RegionID, from logstore.EntryID) []modelEntry 
 // never deletes an entry a region still needs.
 func TestPruneDatanodeLives(t *testing.T) {
 	t.Parallel()
-	steps, seeds := 90, 3
+	steps, seeds := 120, 4
 	if testutil.RealBrokers() != nil {
-		steps, seeds = 60, 1
+		steps, seeds = 120, 2
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {

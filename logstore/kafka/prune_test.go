@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -263,4 +264,58 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, ns string) float64 {
 	}
 	t.Fatalf("no %s{namespace=%q}", name, ns)
 	return 0
+}
+
+// TestRetentionPastEveryPruneIsNotVouched states the limit of the proof:
+// retention that deletes past every prune point leaves no mark saying what
+// it deleted, so a region asking from below the new start fails with
+// ErrPruned even though it lost nothing; a prune after it speaks for the
+// records from that start on, so a region asking from there is proven
+// complete again.
+func TestRetentionPastEveryPruneIsNotVouched(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	for i := range 6 {
+		for _, r := range []logstore.RegionID{1, 2} {
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
+			require.NoError(t, err)
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	// Region 1 flushed everything, region 2 its first two entries;
+	// retention (no Prune) deletes below region 2's third entry.
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
+	deleteRecords(t, brokers, topic, int64(ids[2][2])-1)
+	_, err := readErr(s.Read(ctx, topic, 2, ids[2][1]+1))
+	require.ErrorIs(t, err, logstore.ErrPruned, "nothing vouches for what retention deleted")
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][2])), 4, "from the log start no proof is needed")
+
+	// Region 2 flushes two more; a prune deletes them and speaks for the
+	// records from the retention's start on.
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][3]))
+	first, err := s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, ids[2][4], first)
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][3]+1)), 2)
+	_, err = readErr(s.Read(ctx, topic, 2, ids[2][1]+1))
+	require.ErrorIs(t, err, logstore.ErrPruned, "still nothing vouches for the records below the retention's start")
+}
+
+// deleteRecords deletes the topic's records below offset at, as retention
+// would.
+func deleteRecords(t *testing.T, brokers []string, topic string, at int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at})
+	resp, err := kadm.NewClient(cl).DeleteRecords(context.Background(), os)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
 }

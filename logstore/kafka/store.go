@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,6 +45,10 @@ type LogStore struct {
 
 	laneClients []*kgo.Client
 	lanes       *worker.Lanes
+	// markClient writes marks (Obsolete and prune marks). It is not a lane:
+	// a lane's buffer must hold nothing but its dispatch, or a mark could
+	// land inside a group's batch, between the parts of a split entry.
+	markClient *kgo.Client
 
 	index index.Collector // nil when DisableIndex
 
@@ -61,11 +66,16 @@ type LogStore struct {
 	stopReads context.CancelFunc
 	gate      indexGate // orders reads' index updates with DeleteNamespace and Close
 
-	passMu  sync.Mutex
-	passes  map[string][]*pass // running passes that take joining reads, per topic
-	passSeq uint64
-	passWG  sync.WaitGroup // the passes' goroutines
-	models  modelStore     // the last read's cost model, where the next starts
+	passMu     sync.Mutex
+	passes     map[string][]*pass // running passes that take joining reads, per topic
+	passSeq    uint64
+	passWG     sync.WaitGroup // the passes' goroutines and the bounds lookups
+	readBounds readBounds
+	joinHook   func()     // tests: called when a read joins a running pass
+	models     modelStore // the last read's cost model, where the next starts
+	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
+	// once already.
+	fetchWarm []atomic.Bool
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
@@ -152,10 +162,20 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		s.laneClients = append(s.laneClients, cl)
 		clients[i] = cl
 	}
+	if s.markClient, err = kgo.NewClient(append(base[:len(base):len(base)],
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.UnknownTopicRetries(-1),
+	)...); err != nil {
+		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
 		Metrics: s.metrics.worker, Logger: cfg.Logger,
 	})
+	s.fetchWarm = make([]atomic.Bool, len(s.laneClients)+1)
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {
@@ -749,6 +769,9 @@ func (s *LogStore) shutdownClients() {
 	}
 	if s.lanes != nil {
 		s.lanes.Close()
+	}
+	if s.markClient != nil {
+		s.markClient.Close()
 	}
 	if s.admin != nil {
 		s.admin.Close()
