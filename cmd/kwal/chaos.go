@@ -61,6 +61,7 @@ namespace of its own, deleted afterwards unless --keep.`,
 	f.DurationVar(&o.pace, "pace", 20*time.Millisecond, "pause between one writer's calls")
 	f.StringVar(&o.script, "script", "scripts/kafka.sh", "the script that started the cluster (drives its nodes)")
 	f.BoolVar(&o.keep, "keep", false, "keep the scenarios' namespaces")
+	a.boundDuration(f, "pace", 0, time.Minute, "a writer pausing longer than that tests nothing")
 	a.bound(f, "cycles", 1, 10000, "")
 	a.bound(f, "writers", 1, 1024, "")
 	a.bound(f, "regions", 1, 1<<20, "")

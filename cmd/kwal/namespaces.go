@@ -87,6 +87,7 @@ factor and topic configs.`,
 	}
 	cmd.Flags().IntVar(&pool, "pool", 0, "create a topic pool of this many namespaces, named --prefix_0 … --prefix_{N-1}")
 	cmd.Flags().StringVar(&prefix, "prefix", "greptimedb_wal_topic", "name prefix of the --pool namespaces")
+	a.bound(cmd.Flags(), "pool", 0, 10_000, "every namespace is a topic the cluster keeps metadata and files for")
 	return cmd
 }
 

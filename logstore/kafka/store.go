@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -64,11 +65,16 @@ type LogStore struct {
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
 
-	passMu  sync.Mutex
-	passes  map[string][]*pass // running passes that take joining reads, per topic
-	passSeq uint64
-	passWG  sync.WaitGroup // the passes' goroutines
-	models  modelStore     // the last read's cost model, where the next starts
+	passMu     sync.Mutex
+	passes     map[string][]*pass // running passes that take joining reads, per topic
+	passSeq    uint64
+	passWG     sync.WaitGroup // the passes' goroutines and the bounds lookups
+	readBounds readBounds
+	joinHook   func()     // tests: called when a read joins a running pass
+	models     modelStore // the last read's cost model, where the next starts
+	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
+	// once already.
+	fetchWarm []atomic.Bool
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
@@ -167,6 +173,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
 		Metrics: s.metrics.worker, Logger: cfg.Logger,
 	})
+	s.fetchWarm = make([]atomic.Bool, len(s.laneClients)+1)
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {
