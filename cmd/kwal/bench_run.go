@@ -157,6 +157,9 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 			b.phase("round %d/%d: kwal, %d writers appending %d-entry calls of %d B to %d regions in %d topic(s)…",
 				i+1, o.rounds, o.writers, o.perCall, o.entrySize, o.regions, o.topics)
 			r, err := b.runPlan(ctx, b.w.Plan(rd.kwal), bench.KwalAppender(b.st))
+			if err == nil {
+				err = ctx.Err() // the run stops its writers at ctx's end without an error of its own
+			}
 			if err != nil {
 				return fmt.Errorf("kwal appends: %w", err)
 			}
@@ -169,6 +172,9 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 		runRaw := func() error {
 			b.phase("round %d/%d: raw franz-go, same concurrency…", i+1, o.rounds)
 			r, err := b.runPlan(ctx, b.w.Plan(rd.raw), bench.RawAppender(cl, o.batchBytes))
+			if err == nil {
+				err = ctx.Err()
+			}
 			if err != nil {
 				return fmt.Errorf("raw appends: %w", err)
 			}

@@ -44,12 +44,28 @@ partition. Many regions share one namespace.`,
 	return cmd
 }
 
+// namespacesCreateCmd is "namespaces create": named namespaces, or a topic
+// pool (--pool N --prefix P: P_0 … P_{N-1}, see kafka.TopicPool).
 func (a *app) namespacesCreateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "create NAME...",
-		Short: "Create namespaces (one partition each); existing ones are left as they are, and said so",
-		Args:  cobra.MinimumNArgs(1),
+	var pool int
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "create [NAME...]",
+		Short: "Create namespaces (one partition each), or a pool of them; existing ones are left as they are, and said so",
+		Long: `create makes each NAME, or with --pool N the topic pool PREFIX_0 … PREFIX_{N-1}
+(GreptimeDB's num_topics and topic_name_prefix), with the store's replication
+factor and topic configs.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if pool > 0 {
+				p, err := kafka.NewTopicPool(prefix, pool)
+				if err != nil {
+					return err
+				}
+				args = append(args, p.Names()...)
+			}
+			if len(args) == 0 {
+				return fmt.Errorf("name the namespaces to create, or give --pool")
+			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
 				names, err := st.ListNamespaces(ctx)
 				if err != nil {
@@ -69,6 +85,10 @@ func (a *app) namespacesCreateCmd() *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().IntVar(&pool, "pool", 0, "create a topic pool of this many namespaces, named --prefix_0 … --prefix_{N-1}")
+	cmd.Flags().StringVar(&prefix, "prefix", "greptimedb_wal_topic", "name prefix of the --pool namespaces")
+	a.bound(cmd.Flags(), "pool", 0, 10_000, "every namespace is a topic the cluster keeps metadata and files for")
+	return cmd
 }
 
 // withStore runs fn with an open store and closes it (and the session).

@@ -38,20 +38,49 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.MetadataMinAge(100 * time.Millisecond),
 	}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout}
+	var tc *tls.Config
 	if cfg.TLS != nil {
-		tc, err := tlsConfig(cfg.TLS)
-		if err != nil {
+		var err error
+		if tc, err = tlsConfig(cfg.TLS); err != nil {
 			return nil, err
 		}
+	}
+	switch {
+	case cfg.Dialer != nil:
+		opts = append(opts, kgo.Dialer(customDialer(cfg.Dialer, cfg.DialTimeout, tc)))
+	case tc != nil:
 		td := &tls.Dialer{NetDialer: dialer, Config: tc}
 		opts = append(opts, kgo.Dialer(td.DialContext))
-	} else {
+	default:
 		opts = append(opts, kgo.Dialer(dialer.DialContext))
 	}
 	if cfg.SASL != nil {
 		opts = append(opts, kgo.SASL(saslMechanism(cfg.SASL)))
 	}
 	return opts, nil
+}
+
+// customDialer wraps Config.Dialer: DialTimeout bounds the dial and the
+// TLS handshake (when tc is set), as it does for the default dialer.
+func customDialer(dial func(ctx context.Context, network, address string) (net.Conn, error), timeout time.Duration, tc *tls.Config) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		conn, err := dial(ctx, network, address)
+		if err != nil || tc == nil {
+			return conn, err
+		}
+		c := tc.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(address)
+		}
+		tconn := tls.Client(conn, c)
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tconn, nil
+	}
 }
 
 func tlsConfig(t *TLSConfig) (*tls.Config, error) {

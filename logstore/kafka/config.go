@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -69,11 +71,21 @@ type Config struct {
 	Compression string
 
 	// ProduceLanes is how many produce connections (franz-go clients) carry
-	// batches at once. Each lane carries one group of requests (usually one
-	// region's) at a time as its own record batch, so batches stay nearly
-	// region-pure while many are in flight. More lanes hide more produce
-	// latency. Default 16; 1..256.
+	// requests at once. A lane carries one dispatch at a time: at most one
+	// group of pending calls (usually one region's) per namespace, each
+	// group its own record batch, all in one produce request per broker.
+	// Lanes beyond the first are used only when the ready groups cannot
+	// share one request (two of one namespace, or more than
+	// MaxRequestBytes) or have waited about one produce round trip. More
+	// lanes hide more latency when few namespaces hold many regions.
+	// Default 16; 1..256.
 	ProduceLanes int
+
+	// MaxRequestBytes bounds the record bytes of the groups one lane sends
+	// together (one produce request per broker). A single group larger
+	// than this still goes, alone. Default 4 MiB; at least MaxBatchBytes,
+	// at most 64 MiB (below the broker's socket.request.max.bytes).
+	MaxRequestBytes int64
 
 	// MaxRegionsPerBatch lets a produce request carry up to this many
 	// regions' pending calls when the topic has a backlog (more regions
@@ -89,9 +101,12 @@ type Config struct {
 	// every lane is busy are merged anyway).
 	Linger time.Duration
 
-	// ProduceTimeout bounds one produce of a group: past it the requests in
-	// it fail with ErrTimeout, even when the broker never answers. Default
-	// 10s.
+	// ProduceTimeout bounds an AppendBatch call as a whole: waiting for
+	// queue room, waiting behind an earlier call of its region, and its
+	// produce. Past it the call fails with ErrTimeout, even when the broker
+	// never answers; entries that were not yet sent are withdrawn (not
+	// written), those sent may still be written (the error says which).
+	// Default 10s.
 	ProduceTimeout time.Duration
 
 	// RequestTimeout bounds admin and fetch requests. Default 10s.
@@ -100,15 +115,31 @@ type Config struct {
 	// DialTimeout bounds opening a connection to a broker. Default 3s.
 	DialTimeout time.Duration
 
+	// Dialer, when set, opens every connection to a broker instead of a
+	// net.Dialer with DialTimeout (TLS, when configured, runs over the
+	// connection it returns). For routing through proxies: kwal's fault
+	// tests put a TCP proxy in front of every broker this way.
+	Dialer func(ctx context.Context, network, address string) (net.Conn, error)
+
 	// RetryBackoff is the pause between retries of a retriable request.
 	// Default 100ms.
 	RetryBackoff time.Duration
 
 	// MaxQueuedBytes bounds the bytes of entries queued or in flight per
-	// topic; AppendBatch blocks (honouring its context) while the queue is
-	// full, so memory stays bounded when Kafka is slow. Default 64 MiB; at
-	// least MaxBatchBytes.
+	// namespace; AppendBatch blocks (honouring its context) while the queue
+	// is full, so memory stays bounded when Kafka is slow. It is also each
+	// namespace's share of MaxStoreQueuedBytes: one hot namespace cannot
+	// take all of the store's room. Default 64 MiB; at least MaxBatchBytes.
 	MaxQueuedBytes int64
+
+	// MaxStoreQueuedBytes bounds the bytes of entries queued or in flight
+	// across every namespace of the store (over a pool of 64 topics the
+	// per-namespace bound alone would allow 4 GiB). Calls wait for room in
+	// the order they asked, after taking their namespace's share, so a
+	// namespace that is over its share waits while the others proceed.
+	// Default 256 MiB; a value below MaxQueuedBytes (0 included) is raised
+	// to it.
+	MaxStoreQueuedBytes int64
 
 	// AutoCreateTopics creates a namespace's topic on first use, with one
 	// partition, ReplicationFactor and TopicConfigs. When false, appending
@@ -199,6 +230,8 @@ func DefaultConfig() Config {
 		DialTimeout:             3 * time.Second,
 		RetryBackoff:            100 * time.Millisecond,
 		MaxQueuedBytes:          64 << 20,
+		MaxStoreQueuedBytes:     256 << 20,
+		MaxRequestBytes:         4 << 20,
 		AutoCreateTopics:        true,
 		ReplicationFactor:       -1,
 		FetchMaxBytes:           16 << 20,
@@ -257,6 +290,12 @@ func (c Config) Validate() error {
 	if c.MaxQueuedBytes < int64(c.MaxBatchBytes) {
 		bad("MaxQueuedBytes", "%d is below MaxBatchBytes (%d)", c.MaxQueuedBytes, c.MaxBatchBytes)
 	}
+	if c.MaxStoreQueuedBytes < 0 {
+		bad("MaxStoreQueuedBytes", "%d must not be negative", c.MaxStoreQueuedBytes)
+	}
+	if c.MaxRequestBytes < int64(c.MaxBatchBytes) || c.MaxRequestBytes > 64<<20 {
+		bad("MaxRequestBytes", "%d is outside [MaxBatchBytes (%d), %d]", c.MaxRequestBytes, c.MaxBatchBytes, 64<<20)
+	}
 	if c.FetchMaxBytes < int32(c.MaxBatchBytes) {
 		bad("FetchMaxBytes", "%d is below MaxBatchBytes (%d)", c.FetchMaxBytes, c.MaxBatchBytes)
 	}
@@ -287,9 +326,9 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q Compression=%s ProduceLanes=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v MaxQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d SkipCorrupt=%v DisableIndex=%v",
-		c.Brokers, c.MaxBatchBytes, c.IndexDir, c.Compression, c.ProduceLanes, c.Linger, c.ProduceTimeout, c.RequestTimeout,
-		c.DialTimeout, c.MaxQueuedBytes, c.AutoCreateTopics, c.ReplicationFactor, c.TopicConfigs, c.FetchMaxBytes, c.SkipCorrupt, c.DisableIndex)
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q Compression=%s ProduceLanes=%d MaxRequestBytes=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d SkipCorrupt=%v DisableIndex=%v",
+		c.Brokers, c.MaxBatchBytes, c.IndexDir, c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.Linger, c.ProduceTimeout, c.RequestTimeout,
+		c.DialTimeout, c.MaxQueuedBytes, c.MaxStoreQueuedBytes, c.AutoCreateTopics, c.ReplicationFactor, c.TopicConfigs, c.FetchMaxBytes, c.SkipCorrupt, c.DisableIndex)
 	if c.TLS != nil {
 		fmt.Fprintf(&b, " TLS{CA=%q Cert=%q Key=%q ServerName=%q Insecure=%v}", c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ServerName, c.TLS.InsecureSkipVerify)
 	}

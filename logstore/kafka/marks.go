@@ -105,8 +105,7 @@ func (s *LogStore) writeMark(ctx context.Context, topic string, m record.Mark) (
 	rec := &kgo.Record{Topic: topic, Partition: partition, Key: p.Key(), Value: p.Data}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
 	defer cancel()
-	cl := s.laneClients[len(s.laneClients)-1]
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := s.markClient.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return 0, fmt.Errorf("kwal: write a mark to %q: %w", topic, err)
 	}
 	if s.index != nil {

@@ -127,9 +127,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	if len(from) == 0 {
 		return nil
 	}
-	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	start, end, err := s.offsets(octx, topic)
-	cancel()
+	start, end, err := s.bounds(ctx, topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
@@ -179,7 +177,10 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 		return nil
 	}
 	sb := &sub{from: offs, out: make(chan []logstore.Entry), gone: make(chan struct{})}
-	p := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	if err != nil {
+		return err
+	}
 	return sb.consume(ctx, p, yield, st)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,6 +45,10 @@ type LogStore struct {
 
 	laneClients []*kgo.Client
 	lanes       *worker.Lanes
+	// markClient writes marks (Obsolete and prune marks). It is not a lane:
+	// a lane's buffer must hold nothing but its dispatch, or a mark could
+	// land inside a group's batch, between the parts of a split entry.
+	markClient *kgo.Client
 
 	index index.Collector // nil when DisableIndex
 
@@ -60,11 +65,16 @@ type LogStore struct {
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
 
-	passMu  sync.Mutex
-	passes  map[string][]*pass // running passes that take joining reads, per topic
-	passSeq uint64
-	passWG  sync.WaitGroup // the passes' goroutines
-	models  modelStore     // the last read's cost model, where the next starts
+	passMu     sync.Mutex
+	passes     map[string][]*pass // running passes that take joining reads, per topic
+	passSeq    uint64
+	passWG     sync.WaitGroup // the passes' goroutines and the bounds lookups
+	readBounds readBounds
+	joinHook   func()     // tests: called when a read joins a running pass
+	models     modelStore // the last read's cost model, where the next starts
+	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
+	// once already.
+	fetchWarm []atomic.Bool
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
@@ -131,16 +141,18 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			// group at ProduceTimeout whatever the client does.
 			kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
 			kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
-			kgo.MaxBufferedBytes(int(cfg.MaxQueuedBytes)),
+			// Nothing leaves a lane before its Flush: every record of a
+			// dispatch is buffered first, so each topic's group becomes one
+			// batch and the topics' batches share the produce request(s) to
+			// their leader. (A linger gave the same guarantee at the price of
+			// the linger on every request.) A lane holds one dispatch at a
+			// time, so its buffer never holds more than one; the store's
+			// queue bounds (MaxStoreQueuedBytes) bound what dispatches hold,
+			// and a buffer limit here would only fail a large call's records.
+			kgo.ManualFlushing(),
+			kgo.MaxBufferedBytes(1<<40),
+			kgo.MaxBufferedRecords(1<<40),
 			kgo.UnknownTopicRetries(-1),
-			// A short linger makes a group one batch: ProduceSync buffers all
-			// of a group's records, then drains them at once. With no linger
-			// franz-go may send the first records before the rest are
-			// buffered, splitting the group and letting another lane's batch
-			// land between its halves (seen under load). A group's first
-			// produce to a topic, before the lane knows the topic, waits the
-			// linger out.
-			kgo.ProducerLinger(5*time.Millisecond),
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
@@ -148,7 +160,20 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		s.laneClients = append(s.laneClients, cl)
 		clients[i] = cl
 	}
-	s.lanes = worker.NewLanes(clients)
+	if s.markClient, err = kgo.NewClient(append(base[:len(base):len(base)],
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.UnknownTopicRetries(-1),
+	)...); err != nil {
+		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+	}
+	s.lanes = worker.NewLanes(worker.LanesOptions{
+		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
+		Metrics: s.metrics.worker, Logger: cfg.Logger,
+	})
+	s.fetchWarm = make([]atomic.Bool, len(s.laneClients)+1)
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {
@@ -223,7 +248,7 @@ func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*wo
 			}
 			return slot.p, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, ctx.Err())
+			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, context.Cause(ctx))
 		}
 	}
 	err := s.ensureTopic(ctx, topic, create)
@@ -489,6 +514,12 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		b.entries = append(b.entries, worker.Entry{Region: uint64(e.Region), Data: e.Data})
 	}
 	start := time.Now()
+	// ProduceTimeout bounds the call as a whole: a request still queued at
+	// the deadline (behind its region's earlier group, which may still
+	// land) is withdrawn and never written, so it cannot overtake it.
+	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.ProduceTimeout),
+		fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", s.cfg.ProduceTimeout, ErrTimeout))
+	defer cancel()
 	pendings := make([]*worker.Pending, len(batches))
 	for i, b := range batches {
 		p, err := s.producer(ctx, b.topic, s.cfg.AutoCreateTopics)
@@ -717,7 +748,10 @@ func (s *LogStore) shutdownClients() {
 		cl.Close() // unblocks any produce stuck on a lane
 	}
 	if s.lanes != nil {
-		s.lanes.Wait()
+		s.lanes.Close()
+	}
+	if s.markClient != nil {
+		s.markClient.Close()
 	}
 	if s.admin != nil {
 		s.admin.Close()

@@ -13,15 +13,11 @@ import (
 // second kwal can group and resolve, independent of Kafka.
 func BenchmarkWorkerOverhead(b *testing.B) {
 	log := &fakeLog{}
-	clients := make([]Client, 16)
-	for i := range clients {
-		clients[i] = fakeClient{log}
-	}
-	lanes := NewLanes(clients)
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 16)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 1 << 20, MaxQueuedBytes: 64 << 20, ProduceTimeout: 10 * time.Second, Lanes: lanes, Metrics: NewMetrics()})
 	defer func() {
 		_ = p.Close(context.Background())
-		lanes.Wait()
+		lanes.Close()
 	}()
 	ctx := context.Background()
 	entries := make([]Entry, 10)

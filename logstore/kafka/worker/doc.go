@@ -1,37 +1,68 @@
 // Package worker is kwal's write path below the store: one ordered batch
-// producer per topic, each with a background worker goroutine, sharing a
-// pool of produce lanes.
+// producer per topic in front of one store-wide dispatcher that packs every
+// topic's region-pure groups into the produce requests of a pool of lanes.
 //
 // # Shape
 //
-//	AppendBatch ──Submit──▶ Producer (topic A) ──queue──▶ worker goroutine ──group──▶ Lanes ──▶ Kafka
-//	AppendBatch ──Submit──▶ Producer (topic B) ──queue──▶ worker goroutine ──group──┘
+//	AppendBatch ──Submit──▶ Producer (topic A) ──┐
+//	AppendBatch ──Submit──▶ Producer (topic B) ──┼─queue─▶ dispatcher goroutine ──dispatch──▶ lane 1 ──▶ Kafka
+//	AppendBatch ──Submit──▶ Producer (topic C) ──┘        (plans groups per topic,  └─dispatch──▶ lane 2 ──▶ Kafka
+//	                                                        packs ≤1 group per topic)
 //
 // Submit encodes a call's entries for the topic into kwal records (package
 // record), takes room for their bytes from the topic's byte-bounded queue
-// (blocking, with the caller's context, while the queue is full: memory
-// stays bounded when Kafka is slow) and queues one request. The worker
-// drains the queue, groups pending requests, and hands each group to a free
-// lane; when the lane's produce returns it resolves the group's requests
-// with the offset of each entry's first record, and hands the acknowledged
-// (region, offset) runs to the index collector.
+// and then from the store's (blocking, with the caller's context, while
+// either is full: memory stays bounded when Kafka is slow) and queues one
+// request. The dispatcher groups each topic's pending requests by region,
+// packs the next ready group of as many topics as fit MaxRequestBytes into
+// one dispatch, and hands it to a free lane. The lane buffers the records
+// on its franz-go client (created with ManualFlushing) and flushes them:
+// each topic's group becomes one record batch, and the batches of all
+// topics led by one broker travel in one produce request. When the flush
+// returns, the dispatcher resolves each request with the offset of each
+// entry's first record and hands the acknowledged (region, offset) runs to
+// the index collector.
+//
+// # Why one dispatcher, not a worker per topic
+//
+// Up to issue 13 each topic had its own worker goroutine that borrowed a
+// lane for one group at a time, so every produce request carried one
+// region's calls of one topic. Kafka's produce request holds one batch per
+// partition for any number of partitions, and a plain franz-go producer
+// fills it with whatever is buffered: over 64 topics it sent about seven
+// times fewer requests than kwal and appended 6x faster. Packing needs one
+// place that sees every topic's ready groups; a store-wide goroutine is that
+// place, and it also owns the lanes, so there is no second hand-off. Its
+// cost is planning all topics on one goroutine; planning is incremental
+// (only topics whose state changed are replanned).
 //
 // # Why lanes, and why region-pure groups
 //
-// Kafka stores and serves whole record batches, one per partition per
-// produce request. A batch that mixes 64 regions must be fetched whole to
-// replay any one of them, so the region index saves nothing on it. Plain
-// producing through one franz-go client mixes every concurrent caller's
-// records (measured: 3 to 11 regions per batch, replay selectivity 13 to
-// 34 for 64 concurrent regions). The worker therefore keeps each group to
-// one region (all of its pending requests, up to GroupBatches batches) and
-// sends each group through a lane: a franz-go client of its own, so that
-// the group becomes its own batch, and up to len(lanes) groups are in
-// flight at once to hide produce latency. Measured with 64 regions written
-// concurrently, the batches hold 1.00 regions each and a one-region replay
-// fetches 1.02 times its own bytes. MaxRegions trades that purity for
-// fewer, larger requests when a backlog builds up (more regions ready than
-// lanes free); the README has the measurements behind the default.
+// Kafka stores and serves whole record batches. A batch that mixes 64
+// regions must be fetched whole to replay any one of them, so the region
+// index saves nothing on it. Plain producing through one franz-go client
+// mixes every concurrent caller's records of a topic (measured: 3 to 11
+// regions per batch, replay selectivity 13 to 34 for 64 concurrent
+// regions). The dispatcher therefore keeps each group to one region (all of
+// its pending requests, up to GroupBatches batches) and puts at most one
+// group per topic in a dispatch, so each batch is one group. MaxRegions
+// trades that purity for fewer, larger requests when a topic has a backlog
+// (more groups planned than lanes free).
+//
+// Lane policy (adaptive): the first dispatch goes at once. While others are
+// in flight, another lane is used only when the ready groups cannot share
+// one request (a topic has two ready groups, or they exceed
+// MaxRequestBytes) or when they have waited about one produce round trip
+// (a moving average, clamped to [0.1, 10] ms). Otherwise they wait for a
+// dispatch to return and leave together: requests are filled before more
+// lanes are used. With few topics and many regions (64 regions in one
+// topic) every dispatch carries one group, so all lanes are used, as before.
+//
+// One group is one batch: nothing leaves a lane's client before its Flush,
+// so a group's records are buffered whole and drained into one batch (or
+// several consecutive ones for a group over MaxBatchBytes) of one request;
+// no other lane's batch can land between them. (Before, a 5 ms producer
+// linger gave the same guarantee and added 5 ms to every request.)
 //
 // # Ordering
 //
@@ -41,27 +72,32 @@
 // one idempotent producer. Hence a region's requests reach the log in the
 // order they were queued, and a call's entries keep their slice order.
 // Requests of different regions may overtake one another. A group larger
-// than one batch is several produce requests; another lane's batch may land
-// between them, which readers handle (package record's Assembler, and the
-// store's reader, which yields in ID order).
+// than one batch is several batches; readers handle any interleaving
+// (package record's Assembler, and the store's reader, which yields in ID
+// order).
 //
 // # Failure
 //
 // A request succeeds only if every one of its records was acknowledged
 // (acks=all, idempotent producer). A failed record fails exactly the
-// requests that carried it; the worker keeps serving. A group that is not
-// answered within ProduceTimeout fails with ErrTimeout even if the broker
-// never answers (GreptimeDB #9017); its regions stay busy until the lane
-// returns, so no later request of theirs can overtake records that may still
-// land. A caller whose context ends while its request is still queued
-// withdraws it (nothing is written); once handed to a lane it may still be
-// written.
+// requests that carried it: when the broker rejects one partition of a
+// request that carries several topics, only that topic's group fails. The
+// dispatcher keeps serving. A dispatch that is not answered within
+// ProduceTimeout fails with ErrTimeout even if the broker never answers
+// (GreptimeDB #9017); its regions stay busy until the lane returns, so no
+// later request of theirs can overtake records that may still land. A
+// caller whose context ends while its request is still queued withdraws it
+// (nothing is written); once handed to a lane it may still be written. The
+// store gives every call a context that ends at ProduceTimeout, so a call
+// queued behind its region's stuck group is withdrawn at its own deadline
+// instead of waiting for the lane.
 //
 // # Goroutines
 //
-// Each Producer owns one worker goroutine, stopped by Close (which first
-// sends everything queued). Each in-flight group runs on a goroutine
-// tracked by Lanes, which ends when the lane's produce returns; the store
-// closes the lane clients after the producers, which ends any produce still
-// stuck.
+// Lanes owns the dispatcher goroutine, stopped by Lanes.Close after every
+// producer is closed. Producer.Close sends a marker behind the topic's
+// requests and waits until the dispatcher resolved them all. Each dispatch
+// runs on a goroutine tracked by Lanes, which ends when the lane's flush
+// returns; the store closes the lane clients before Lanes.Close, which ends
+// any flush still stuck.
 package worker

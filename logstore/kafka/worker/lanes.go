@@ -2,24 +2,55 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/semaphore"
 )
 
-// Client is what a lane needs from a Kafka client; *kgo.Client has it.
+// Client is what a lane needs from a Kafka client; *kgo.Client has it. The
+// client must be created with kgo.ManualFlushing, so that nothing leaves
+// before Flush: then every record a lane buffers for a dispatch goes out in
+// the same produce request(s), each partition's records as one batch.
 type Client interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	Flush(ctx context.Context) error
 }
 
-// Lanes is a pool of produce lanes shared by every topic's worker. A lane is
-// one Kafka client (one produce connection per broker) that carries one
-// group at a time: the group's records become their own record batch(es),
-// never mixed with another group's, and up to len(lanes) groups are in flight
-// at once. Lanes own no goroutine; the workers that borrow them do.
+// LanesOptions configure the store-wide dispatcher.
+type LanesOptions struct {
+	Clients []Client
+	// MaxRequestBytes bounds the record bytes of one dispatch (the groups of
+	// several topics that share a produce request). A single group larger
+	// than it still goes out, alone. Default 4 MiB.
+	MaxRequestBytes int64
+	// MaxQueuedBytes bounds the bytes queued or in flight across every
+	// producer of the store; 0 leaves only each producer's own bound.
+	MaxQueuedBytes int64
+	Metrics        *Metrics // nil: no metrics
+	Logger         *slog.Logger
+}
+
+// Lanes is the store-wide dispatcher: one goroutine that owns every topic's
+// pending requests (each Producer's worker state), plans region-pure groups
+// per topic, packs at most one group per topic into a dispatch, and hands
+// the dispatch to a free lane. A lane is one Kafka client that carries one
+// dispatch at a time. Close stops the goroutine, after every producer is
+// closed.
 type Lanes struct {
-	free    chan *lane
-	running sync.WaitGroup
+	opts LanesOptions
+	sem  *semaphore.Weighted // store-wide bound; nil when none
+
+	queue    chan *request  // from Submit and Close (a closing marker), in order
+	ctl      chan ctlMsg    // register and abort
+	results  chan *dispatch // from lane goroutines
+	timeouts chan *dispatch // from timers
+	stop     chan struct{}  // closed by Close
+	exited   chan struct{}  // closed when run returns
+	running  sync.WaitGroup // lane goroutines
+	once     sync.Once
 }
 
 type lane struct {
@@ -27,30 +58,86 @@ type lane struct {
 	client Client
 }
 
-// NewLanes returns a pool over clients; the caller keeps owning the clients
-// and closes them after Lanes.Wait (closing a client unblocks a produce that
-// is stuck on it).
-func NewLanes(clients []Client) *Lanes {
-	l := &Lanes{free: make(chan *lane, len(clients))}
-	for i, c := range clients {
-		l.free <- &lane{id: i, client: c}
+type ctlMsg struct {
+	w     *worker
+	abort bool // false: register w
+}
+
+// NewLanes starts the dispatcher over o.Clients; the caller keeps owning the
+// clients and closes them before Lanes.Close when a produce may be stuck
+// (closing a client ends it).
+func NewLanes(o LanesOptions) *Lanes {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 4 << 20
+	}
+	n := len(o.Clients)
+	l := &Lanes{
+		opts:     o,
+		queue:    make(chan *request, 1024),
+		ctl:      make(chan ctlMsg),
+		results:  make(chan *dispatch, n),
+		timeouts: make(chan *dispatch, n),
+		stop:     make(chan struct{}),
+		exited:   make(chan struct{}),
+	}
+	if o.MaxQueuedBytes > 0 {
+		l.sem = semaphore.NewWeighted(o.MaxQueuedBytes)
+	}
+	d := newDispatcher(l)
+	go d.run()
 	return l
 }
 
 // Len is the number of lanes.
-func (l *Lanes) Len() int { return cap(l.free) }
+func (l *Lanes) Len() int { return len(l.opts.Clients) }
 
-// Wait returns once no produce borrowed from the pool is running.
-func (l *Lanes) Wait() { l.running.Wait() }
+// Close stops the dispatcher goroutine and waits for every lane goroutine.
+// Producers are closed first; a lane goroutine stuck in a produce ends when
+// its client is closed. Idempotent.
+func (l *Lanes) Close() {
+	l.once.Do(func() { close(l.stop) })
+	<-l.exited
+	l.running.Wait()
+}
 
-// produce runs fn's produce on ln in a goroutine that returns the lane when
-// it is done; the goroutine is tracked so that Wait can see it end.
-func (l *Lanes) produce(ln *lane, fn func(Client)) {
+// produce runs d on ln in a goroutine tracked by l.running: every record is
+// buffered on the lane's client, then one Flush sends them (one batch per
+// partition, every partition of a broker in one request, as far as the
+// request's size allows) and waits for all of them.
+func (l *Lanes) produce(ln *lane, d *dispatch, timeout time.Duration) {
 	l.running.Add(1)
 	go func() {
 		defer l.running.Done()
-		fn(ln.client)
-		l.free <- ln
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		wg.Add(len(d.recs))
+		promise := func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if d.failed == nil {
+					d.failed = make(map[*kgo.Record]error)
+				}
+				d.failed[r] = err
+				mu.Unlock()
+			}
+			wg.Done()
+		}
+		for _, r := range d.recs {
+			ln.client.Produce(ctx, r, promise)
+		}
+		// Flush returns once every buffered record is acknowledged or
+		// failed (each within the client's delivery timeout, or when the
+		// client is closed); the promises have run by then.
+		_ = ln.client.Flush(context.Background())
+		wg.Wait()
+		cancel()
+		select {
+		case l.results <- d:
+		case <-l.exited:
+		}
 	}()
 }

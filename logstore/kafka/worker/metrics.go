@@ -8,9 +8,10 @@ type Metrics struct {
 	EntriesAppended *prometheus.CounterVec // namespace
 	BytesAppended   *prometheus.CounterVec // namespace; entry data bytes
 	ProduceLatency  prometheus.Histogram   // seconds from handing a group to a lane to its acknowledgement
-	ProduceRecords  prometheus.Histogram   // records per produce request
-	ProduceBytes    prometheus.Histogram   // bytes per produce request
-	ProduceRegions  prometheus.Histogram   // regions per produce request: 1 means a region-pure batch
+	ProduceRecords  prometheus.Histogram   // records per batch (one group of one topic)
+	ProduceBytes    prometheus.Histogram   // bytes per batch
+	ProduceRegions  prometheus.Histogram   // regions per batch: 1 means a region-pure batch
+	DispatchTopics  prometheus.Histogram   // groups (batches, one per topic) a lane sends in one dispatch
 	QueueRequests   *prometheus.GaugeVec   // namespace; requests queued or in flight
 	QueueBytes      *prometheus.GaugeVec   // namespace; bytes queued or in flight
 	Errors          *prometheus.CounterVec // kind: produce, timeout, canceled, closed
@@ -42,6 +43,10 @@ func NewMetrics() *Metrics {
 			Name: "kwal_produce_regions", Help: "Regions per produce request (1: a region-pure batch).",
 			Buckets: []float64{1, 2, 3, 4, 8, 16, 32, 64, 128},
 		}),
+		DispatchTopics: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_produce_dispatch_batches", Help: "Region-pure batches (one per topic) a produce lane sends together in one dispatch.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
 		QueueRequests: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_queue_requests", Help: "Append requests queued or in flight, per namespace.",
 		}, []string{"namespace"}),
@@ -60,5 +65,5 @@ func NewMetrics() *Metrics {
 // Collectors returns every collector, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.EntriesAppended, m.BytesAppended, m.ProduceLatency, m.ProduceRecords,
-		m.ProduceBytes, m.ProduceRegions, m.QueueRequests, m.QueueBytes, m.Errors, m.LatestAcked}
+		m.ProduceBytes, m.ProduceRegions, m.DispatchTopics, m.QueueRequests, m.QueueBytes, m.Errors, m.LatestAcked}
 }

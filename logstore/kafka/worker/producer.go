@@ -42,16 +42,18 @@ type Options struct {
 	// MaxBatchBytes: entries are split into parts that fit a batch of this
 	// size, and a group is capped at GroupBatches of these.
 	MaxBatchBytes int
-	// MaxQueuedBytes bounds the bytes of requests queued or in flight.
+	// MaxQueuedBytes bounds the bytes of the topic's requests queued or in
+	// flight; the Lanes' MaxQueuedBytes bounds them across topics.
 	MaxQueuedBytes int64
-	// ProduceTimeout fails a group's requests with ErrTimeout when Kafka has
-	// not answered by then.
+	// ProduceTimeout fails a sent group's requests with ErrTimeout when
+	// Kafka has not answered by then. (A caller that also wants to bound its
+	// wait in the queue gives Wait a context with a deadline.)
 	ProduceTimeout time.Duration
 	// Linger holds back groups smaller than MaxBatchBytes until their oldest
 	// request is this old, to let more requests of the region join.
 	Linger time.Duration
 	// MaxRegions lets a produce carry up to this many regions' groups when
-	// the topic has a backlog: more groups ready than lanes free. Then
+	// the topic has a backlog: more groups planned than lanes free. Then
 	// adjacent groups (oldest first) are merged, up to MaxBatchBytes, so
 	// fewer and larger requests drain the backlog; with lanes to spare,
 	// groups go out alone. 0 or 1 keeps every produce to one region.
@@ -67,29 +69,25 @@ type Options struct {
 const GroupBatches = 8
 
 // Producer is one topic's ordered batch producer: Submit queues a request
-// (one AppendBatch call's entries for the topic) and the producer's worker
-// goroutine sends it, merged with other pending requests, and resolves it.
+// (one AppendBatch call's entries for the topic) and the store-wide
+// dispatcher (Lanes) sends it, grouped with other pending requests of its
+// region and packed with other topics' groups, and resolves it.
 type Producer struct {
-	opts Options
-
-	queue    chan *request
-	results  chan *dispatch
-	timeouts chan *dispatch
-	sem      *semaphore.Weighted
+	opts  Options
+	lanes *Lanes
+	w     *worker // owned by the dispatcher goroutine
+	sem   *semaphore.Weighted
 
 	mu         sync.Mutex
 	closed     bool
 	submitters sync.WaitGroup
 	stopCtx    context.Context // cancelled when Close starts
 	stop       context.CancelFunc
-	closing    chan struct{} // closed once no Submit can enqueue any more
-	abort      chan struct{} // closed when Close gives up waiting
 	abortOnce  sync.Once
-	exited     chan struct{} // closed when the worker goroutine returns
-
+	exited     chan struct{} // closed by the dispatcher once the topic holds nothing
 }
 
-// NewProducer starts the topic's worker goroutine; Close stops it.
+// NewProducer registers the topic with the dispatcher; Close unregisters it.
 func NewProducer(opts Options) *Producer {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -97,20 +95,23 @@ func NewProducer(opts Options) *Producer {
 	if opts.MaxQueuedBytes < int64(opts.MaxBatchBytes) {
 		opts.MaxQueuedBytes = int64(opts.MaxBatchBytes)
 	}
-	n := opts.Lanes.Len()
+	if l := opts.Lanes; l.sem != nil && opts.MaxQueuedBytes > l.opts.MaxQueuedBytes {
+		opts.MaxQueuedBytes = l.opts.MaxQueuedBytes
+	}
 	p := &Producer{
-		opts:     opts,
-		queue:    make(chan *request, 256),
-		results:  make(chan *dispatch, n),
-		timeouts: make(chan *dispatch, n),
-		sem:      semaphore.NewWeighted(opts.MaxQueuedBytes),
-		closing:  make(chan struct{}),
-		abort:    make(chan struct{}),
-		exited:   make(chan struct{}),
+		opts:   opts,
+		lanes:  opts.Lanes,
+		sem:    semaphore.NewWeighted(opts.MaxQueuedBytes),
+		exited: make(chan struct{}),
 	}
 	p.stopCtx, p.stop = context.WithCancel(context.Background())
-	w := newWorker(p)
-	go w.run()
+	p.w = newWorker(p)
+	select {
+	case p.lanes.ctl <- ctlMsg{w: p.w}:
+	case <-p.lanes.exited:
+		p.closed = true
+		close(p.exited)
+	}
 	return p
 }
 
@@ -122,8 +123,10 @@ type request struct {
 	entryFirst []int    // index in recs of each entry's first record
 	bytes      int64    // record bytes (keys and values)
 	dataBytes  int64    // entry data bytes
-	held       int64    // semaphore weight held
+	held       int64    // semaphore weight held (of the topic's and of the store's)
 	enqueued   time.Time
+	w          *worker
+	closing    bool // a producer's closing marker, not a request
 
 	state   atomic.Int32 // stateQueued, stateTaken, stateCanceled
 	done    chan struct{}
@@ -164,21 +167,39 @@ func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error
 	defer cancel()
 	defer context.AfterFunc(p.stopCtx, cancel)()
 
+	// The topic's bound first, then the store's: a topic holds at most its
+	// own bound of the store's, and the store's semaphore serves waiters in
+	// order, so one hot topic cannot starve the others.
 	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
 	if err := p.sem.Acquire(ctx, r.held); err != nil {
-		return nil, p.submitErr(err)
+		return nil, p.submitErr(context.Cause(ctx))
+	}
+	if s := p.lanes.sem; s != nil {
+		if err := s.Acquire(ctx, r.held); err != nil {
+			p.sem.Release(r.held)
+			return nil, p.submitErr(context.Cause(ctx))
+		}
 	}
 	r.enqueued = time.Now()
+	r.w = p.w
 	select {
-	case p.queue <- r:
+	case p.lanes.queue <- r:
 		if m := p.opts.Metrics; m != nil {
 			m.QueueRequests.WithLabelValues(p.opts.Topic).Inc()
 			m.QueueBytes.WithLabelValues(p.opts.Topic).Add(float64(r.bytes))
 		}
 		return &Pending{r: r, topic: p.opts.Topic}, nil
 	case <-ctx.Done():
-		p.sem.Release(r.held)
-		return nil, p.submitErr(ctx.Err())
+		p.release(r.held)
+		return nil, p.submitErr(context.Cause(ctx))
+	}
+}
+
+// release frees n bytes of queue room, the topic's and the store's.
+func (p *Producer) release(n int64) {
+	p.sem.Release(n)
+	if s := p.lanes.sem; s != nil {
+		s.Release(n)
 	}
 }
 
@@ -258,34 +279,51 @@ func (pd *Pending) Wait(ctx context.Context) ([]int64, error) {
 	case <-r.done:
 		return r.offsets, r.err
 	case <-ctx.Done():
+		// Cause: a deadline set with a cause (the store's ErrTimeout) says so.
 		if r.state.CompareAndSwap(stateQueued, stateCanceled) {
-			return nil, fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", pd.topic, ctx.Err())
+			return nil, fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", pd.topic, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", pd.topic, ctx.Err())
+		return nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", pd.topic, context.Cause(ctx))
 	}
 }
 
 // Close stops accepting requests, sends and resolves every queued request,
-// and stops the worker. If ctx ends first, every request not yet resolved
-// fails with ErrClosed (its entries may still be written) and Close returns
-// ctx's error. A produce stuck on a lane is released when the caller closes
-// the lanes' clients. Close is idempotent.
+// and unregisters the topic from the dispatcher. If ctx ends first, every
+// request not yet resolved fails with ErrClosed (its entries may still be
+// written) and Close returns ctx's error. A produce stuck on a lane is
+// released when the caller closes the lanes' clients. Close is idempotent.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	first := !p.closed
 	p.closed = true
 	p.mu.Unlock()
+	l := p.lanes
 	if first {
 		p.stop()
 		p.submitters.Wait()
-		close(p.closing)
+		// The marker follows every request of the topic in the queue.
+		select {
+		case l.queue <- &request{w: p.w, closing: true}:
+		case <-l.exited:
+			return nil // the dispatcher failed everything when it stopped
+		}
 	}
 	select {
 	case <-p.exited:
 		return nil
+	case <-l.exited:
+		return nil
 	case <-ctx.Done():
-		p.abortOnce.Do(func() { close(p.abort) })
-		<-p.exited
+		p.abortOnce.Do(func() {
+			select {
+			case l.ctl <- ctlMsg{w: p.w, abort: true}:
+			case <-l.exited:
+			}
+		})
+		select {
+		case <-p.exited:
+		case <-l.exited:
+		}
 		return fmt.Errorf("kwal: close producer %q: %w", p.opts.Topic, ctx.Err())
 	}
 }

@@ -7,44 +7,32 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
 
-// worker is the state of one topic's worker goroutine; only run touches it.
+// worker is one topic's state, owned by the dispatcher goroutine.
 type worker struct {
 	p        *Producer
-	pending  []*request     // FIFO of queued requests not yet sent
-	busy     map[uint64]int // regions with a group in flight
-	inflight map[*dispatch]struct{}
-	draining bool
-	linger   *time.Timer
+	pending  []*request         // FIFO of queued requests not yet sent
+	busy     map[uint64]int     // regions with a group in flight
+	parts    map[*part]struct{} // parts of this topic on lanes
+	draining bool               // the producer's closing marker was taken
+	aborted  bool               // Close gave up: everything fails
+	exited   bool
 	latest   int64 // highest acknowledged offset + 1
 
-	// Reused by plan, which runs after every event: cleared, not remade.
-	dirty    bool // state changed since the last plan
-	groups   []*group
+	// Reused by plan, which runs after every change: cleared, not remade.
+	dirty    bool     // state changed since the last plan
+	groups   []*group // planned groups, oldest first
+	next     int      // groups[:next] were taken by dispatches since the plan
 	blocked  map[uint64]struct{}
 	byRegion map[uint64]*group
 	spare    []*group
 }
 
-// dispatch is one group handed to a lane: requests whose records go out as
-// their own batch(es).
-type dispatch struct {
-	reqs     []*request
-	recs     []*kgo.Record
-	regions  []uint64
-	bytes    int64
-	start    time.Time
-	results  kgo.ProduceResults
-	timer    *time.Timer
-	timedOut bool
-}
-
-// group is a dispatch being planned.
+// group is a part being planned: requests of one region (or, with
+// MaxRegions, of a few), in queue order.
 type group struct {
 	reqs    []*request
 	regions []uint64 // distinct
@@ -53,100 +41,17 @@ type group struct {
 }
 
 func newWorker(p *Producer) *worker {
-	return &worker{p: p, busy: make(map[uint64]int), inflight: make(map[*dispatch]struct{}),
+	return &worker{p: p, busy: make(map[uint64]int), parts: make(map[*part]struct{}),
 		blocked: make(map[uint64]struct{}), byRegion: make(map[uint64]*group)}
-}
-
-// run is the group-commit loop. Ordering argument: a request is sent only
-// when none of its regions has a group in flight and no earlier pending
-// request of those regions is held back, and a request always travels in
-// one group, whose records a lane produces in order on one idempotent
-// producer. So the requests of one region reach the log in queue order,
-// and the entries of one request keep their slice order. Requests of
-// different regions may overtake each other.
-func (w *worker) run() {
-	p := w.p
-	defer close(p.exited)
-	queue := p.queue
-	for {
-		if w.draining && len(w.pending) == 0 && len(w.inflight) == 0 && len(queue) == 0 {
-			return
-		}
-		if w.dirty {
-			w.plan()
-			w.dirty = false
-		}
-		var free chan *lane
-		var lingerC <-chan time.Time
-		if len(w.groups) > 0 {
-			if wait := w.lingerFor(w.groups[0]); wait > 0 {
-				w.armLinger(wait)
-				lingerC = w.linger.C
-			} else {
-				free = p.opts.Lanes.free
-			}
-		}
-		select {
-		case r := <-queue:
-			w.dirty = true
-			w.take(r)
-			for n := len(queue); n > 0; n-- {
-				w.take(<-queue)
-			}
-		case ln := <-free:
-			w.dirty = true
-			w.mergeBacklog(1 + len(free))
-			w.send(w.groups[0], ln)
-			// Use every lane that is free right now before replanning.
-			for _, g := range w.groups[1:] {
-				if w.lingerFor(g) > 0 {
-					break
-				}
-				ln, ok := tryLane(free)
-				if !ok {
-					break
-				}
-				w.send(g, ln)
-			}
-			w.removePending()
-		case d := <-p.results:
-			w.dirty = true
-			w.complete(d)
-		case d := <-p.timeouts:
-			w.dirty = true
-			w.timeout(d)
-		case <-lingerC:
-		case <-p.closing:
-			w.dirty = true
-			p.closing = nil // a nil channel blocks: handled once
-			w.draining = true
-		case <-p.abort:
-			w.failAll(fmt.Errorf("kwal: producer of %q closed before Kafka acknowledged: %w", p.opts.Topic, logstore.ErrClosed))
-			return
-		}
-	}
-}
-
-// tryLane takes a lane if one is free right now.
-func tryLane(free chan *lane) (*lane, bool) {
-	select {
-	case ln := <-free:
-		return ln, true
-	default:
-		return nil, false
-	}
-}
-
-func (w *worker) take(r *request) {
-	w.pending = append(w.pending, r)
 }
 
 // plan groups the pending requests into w.groups, oldest first. A request
 // joins the group holding its regions; one that touches a busy region, a
 // region of a held back request, or regions of two groups is held back (and
 // its regions with it), which keeps every region's requests in queue order.
-func (w *worker) plan() {
+func (w *worker) plan(freeLanes int) {
 	w.removePending()
+	w.next = 0
 	for _, g := range w.groups {
 		g.reqs, g.regions = g.reqs[:0], g.regions[:0]
 		w.spare = append(w.spare, g)
@@ -199,6 +104,7 @@ func (w *worker) plan() {
 			}
 		}
 	}
+	w.mergeBacklog(freeLanes)
 }
 
 func (w *worker) newGroup() *group {
@@ -259,58 +165,29 @@ func (w *worker) lingerFor(g *group) time.Duration {
 	return time.Until(g.oldest.Add(o.Linger))
 }
 
-func (w *worker) armLinger(d time.Duration) {
-	if w.linger == nil {
-		w.linger = time.NewTimer(d)
-		return
-	}
-	w.linger.Stop()
-	select {
-	case <-w.linger.C:
-	default:
-	}
-	w.linger.Reset(d)
-}
-
-// send hands g to lane ln. Requests withdrawn by their callers are left
-// out; the caller then drops the sent requests from w.pending.
-func (w *worker) send(g *group, ln *lane) {
-	p := w.p
-	d := &dispatch{start: time.Now()}
+// take marks g's requests as sent (leaving out those their callers
+// withdrew) and returns them as a part of a dispatch; nil when all were
+// withdrawn. w.pending drops them at the next plan.
+func (w *worker) take(g *group) *part {
+	w.dirty = true
+	var pt *part
 	for _, r := range g.reqs {
 		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
 			continue // withdrawn by its caller
 		}
-		d.reqs = append(d.reqs, r)
-		d.recs = append(d.recs, r.recs...)
-		d.bytes += r.bytes
+		if pt == nil {
+			pt = &part{w: w}
+		}
+		pt.reqs = append(pt.reqs, r)
+		pt.nrecs += len(r.recs)
+		pt.bytes += r.bytes
 		for _, reg := range r.regions {
-			if !slices.Contains(d.regions, reg) {
-				d.regions = append(d.regions, reg)
+			if !slices.Contains(pt.regions, reg) {
+				pt.regions = append(pt.regions, reg)
 			}
 		}
 	}
-	if len(d.reqs) == 0 {
-		p.opts.Lanes.free <- ln
-		return
-	}
-	for _, reg := range d.regions {
-		w.busy[reg]++
-	}
-	w.inflight[d] = struct{}{}
-	if m := p.opts.Metrics; m != nil {
-		m.ProduceRecords.Observe(float64(len(d.recs)))
-		m.ProduceBytes.Observe(float64(d.bytes))
-		m.ProduceRegions.Observe(float64(len(d.regions)))
-	}
-	timeout := p.opts.ProduceTimeout
-	d.timer = time.AfterFunc(timeout, func() { p.timeouts <- d })
-	p.opts.Lanes.produce(ln, func(c Client) {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		d.results = c.ProduceSync(ctx, d.recs...)
-		cancel()
-		p.results <- d
-	})
+	return pt
 }
 
 // removePending keeps in w.pending only the requests still queued, and
@@ -329,55 +206,47 @@ func (w *worker) removePending() {
 	w.pending = kept
 }
 
-// timeout fails a group whose produce has not been answered in time. Its
+// timeout fails a part whose dispatch has not been answered in time. Its
 // regions stay busy until the lane returns, so a later request of those
 // regions cannot overtake records that may still be written.
-func (w *worker) timeout(d *dispatch) {
-	if _, ok := w.inflight[d]; !ok || d.timedOut {
-		return
-	}
-	d.timedOut = true
+func (w *worker) timeout(pt *part, dp *dispatch) {
 	err := fmt.Errorf("kwal: produce to %q not acknowledged within %v; its entries may still be written: %w",
-		w.p.opts.Topic, w.p.opts.ProduceTimeout, ErrTimeout)
-	for _, r := range d.reqs {
+		w.p.opts.Topic, dp.timeout, ErrTimeout)
+	for _, r := range pt.reqs {
 		w.finish(r, nil, err)
 	}
-	w.p.opts.Logger.Warn("kwal: produce timed out", "topic", w.p.opts.Topic, "records", len(d.recs), "timeout", w.p.opts.ProduceTimeout)
+	w.p.opts.Logger.Warn("kwal: produce timed out", "topic", w.p.opts.Topic, "records", pt.nrecs, "timeout", dp.timeout)
 }
 
-// complete resolves a group's requests from its produce results: a request
-// succeeds only if every one of its records was acknowledged.
-func (w *worker) complete(d *dispatch) {
+// complete resolves a part's requests from its dispatch's results: a
+// request succeeds only if every one of its records was acknowledged.
+func (w *worker) complete(pt *part, dp *dispatch) {
 	p := w.p
-	d.timer.Stop()
-	delete(w.inflight, d)
-	for _, reg := range d.regions {
+	w.dirty = true
+	delete(w.parts, pt)
+	for _, reg := range pt.regions {
 		if w.busy[reg]--; w.busy[reg] <= 0 {
 			delete(w.busy, reg)
 		}
 	}
-	var failed map[*kgo.Record]error
-	if d.results.FirstErr() != nil {
-		failed = make(map[*kgo.Record]error)
-		for _, res := range d.results {
-			if res.Err != nil {
-				failed[res.Record] = res.Err
-			}
-		}
-	}
-	if m := p.opts.Metrics; m != nil {
-		m.ProduceLatency.Observe(time.Since(d.start).Seconds())
-	}
+	failed := dp.failed
 	// The index learns of the records before their callers do, so an
 	// append that returned is already in the index.
 	var runs []index.Run
 	var last int64 = -1
-	for _, r := range d.reqs {
+	nfailed := 0
+	var firstErr error
+	for _, r := range pt.reqs {
 		for i, rec := range r.recs {
-			if failed[rec] == nil {
-				runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: r.recRegion[i]})
-				last = max(last, rec.Offset)
+			if e := failed[rec]; e != nil {
+				nfailed++
+				if firstErr == nil {
+					firstErr = e
+				}
+				continue
 			}
+			runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: r.recRegion[i]})
+			last = max(last, rec.Offset)
 		}
 	}
 	if last >= 0 {
@@ -387,19 +256,21 @@ func (w *worker) complete(d *dispatch) {
 				m.LatestAcked.WithLabelValues(p.opts.Topic).Set(float64(last + 1))
 			}
 		}
-		if p.opts.Collector != nil {
+		if p.opts.Collector != nil && !w.exited { // after Close gave up, the owner may have closed the collector
 			p.opts.Collector.Observe(p.opts.Topic, runs)
 		}
 	}
-	for _, r := range d.reqs {
-		if d.timedOut {
+	for _, r := range pt.reqs {
+		if dp.timedOut {
 			continue // already failed; what was written is observed above
 		}
 		var err error
-		for _, rec := range r.recs {
-			if e := failed[rec]; e != nil {
-				err = e
-				break
+		if nfailed > 0 {
+			for _, rec := range r.recs {
+				if e := failed[rec]; e != nil {
+					err = e
+					break
+				}
 			}
 		}
 		if err != nil {
@@ -412,8 +283,8 @@ func (w *worker) complete(d *dispatch) {
 		}
 		w.finish(r, offsets, nil)
 	}
-	if len(failed) > 0 {
-		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", len(d.recs), "failed", len(failed), "err", d.results.FirstErr())
+	if nfailed > 0 {
+		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", pt.nrecs, "failed", nfailed, "err", firstErr)
 	}
 }
 
@@ -430,7 +301,7 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 	}
 	r.offsets, r.err = offsets, err
 	close(r.done)
-	p.sem.Release(r.held)
+	p.release(r.held)
 	if m := p.opts.Metrics; m != nil {
 		m.QueueRequests.WithLabelValues(p.opts.Topic).Dec()
 		m.QueueBytes.WithLabelValues(p.opts.Topic).Sub(float64(r.bytes))
@@ -450,15 +321,24 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 	}
 }
 
-// failAll fails every pending and in-flight request.
-func (w *worker) failAll(err error) {
+func (w *worker) closedErr() error {
+	return fmt.Errorf("kwal: producer of %q closed before Kafka acknowledged: %w", w.p.opts.Topic, logstore.ErrClosed)
+}
+
+// abortAll fails every pending and in-flight request of the topic (Close
+// gave up waiting); requests still arriving fail on arrival. In-flight
+// parts keep their regions busy until their lanes return.
+func (w *worker) abortAll() {
+	w.aborted = true
+	w.dirty = true
+	err := w.closedErr()
 	for _, r := range w.pending {
 		w.finish(r, nil, err)
 	}
-	w.pending = nil
-	for d := range w.inflight {
-		d.timer.Stop()
-		for _, r := range d.reqs {
+	clear(w.pending)
+	w.pending = w.pending[:0]
+	for pt := range w.parts {
+		for _, r := range pt.reqs {
 			w.finish(r, nil, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -20,21 +21,54 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeLog is an in-memory partition: each ProduceSync call appends its
-// records atomically, after a random delay, unless told to fail.
+// fakeLog is an in-memory broker with one partition per topic: each Flush
+// of a client appends the records it buffered, atomically, after a random
+// delay, unless told to fail.
 type fakeLog struct {
-	mu      sync.Mutex
-	recs    []*kgo.Record
-	calls   [][]uint64 // regions of each produce call
-	delay   func() time.Duration
-	failNth map[int]error // produce call number -> error for all its records
-	n       int
-	block   chan struct{} // when set, produce waits for it
+	mu        sync.Mutex
+	recs      []*kgo.Record // every record, in the order written
+	byTopic   map[string]int64
+	calls     [][]uint64 // regions of each batch (one topic of one flush)
+	flushes   [][]string // topics of each flush, one per batch
+	delay     func() time.Duration
+	failNth   map[int]error            // flush number -> error for all its records
+	failTopic func(topic string) error // when set, the error for a topic's batch
+	n         int
+	block     chan struct{} // when set, flush waits for it
 }
 
-type fakeClient struct{ log *fakeLog }
+// fakeClient buffers produced records until Flush, as a kgo client with
+// ManualFlushing does.
+type fakeClient struct {
+	log *fakeLog
+	mu  sync.Mutex
+	buf []fakeRec
+}
 
-func (c fakeClient) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+type fakeRec struct {
+	r       *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+func newFakeClients(log *fakeLog, n int) []Client {
+	out := make([]Client, n)
+	for i := range out {
+		out[i] = &fakeClient{log: log}
+	}
+	return out
+}
+
+func (c *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	c.mu.Lock()
+	c.buf = append(c.buf, fakeRec{r, promise})
+	c.mu.Unlock()
+}
+
+func (c *fakeClient) Flush(context.Context) error {
+	c.mu.Lock()
+	buf := c.buf
+	c.buf = nil
+	c.mu.Unlock()
 	l := c.log
 	if l.delay != nil {
 		time.Sleep(l.delay())
@@ -43,27 +77,53 @@ func (c fakeClient) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Prod
 		<-l.block
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.n++
-	out := make(kgo.ProduceResults, len(rs))
+	errs := make([]error, len(buf))
 	if err := l.failNth[l.n]; err != nil {
-		for i, r := range rs {
-			out[i] = kgo.ProduceResult{Record: r, Err: err}
+		for i := range errs {
+			errs[i] = err
 		}
-		return out
-	}
-	var regions []uint64
-	for i, r := range rs {
-		r.Offset = int64(len(l.recs))
-		l.recs = append(l.recs, r)
-		p, err := record.Decode(r.Key, r.Value)
-		if err == nil {
-			regions = append(regions, p.Region)
+	} else {
+		if l.byTopic == nil {
+			l.byTopic = map[string]int64{}
 		}
-		out[i] = kgo.ProduceResult{Record: r}
+		// One batch per topic, in the order the topics first appear.
+		var topics []string
+		byTopic := map[string][]int{}
+		for i, fr := range buf {
+			if _, ok := byTopic[fr.r.Topic]; !ok {
+				topics = append(topics, fr.r.Topic)
+			}
+			byTopic[fr.r.Topic] = append(byTopic[fr.r.Topic], i)
+		}
+		for _, t := range topics {
+			if l.failTopic != nil {
+				if err := l.failTopic(t); err != nil {
+					for _, i := range byTopic[t] {
+						errs[i] = err
+					}
+					continue
+				}
+			}
+			var regions []uint64
+			for _, i := range byTopic[t] {
+				r := buf[i].r
+				r.Offset = l.byTopic[t]
+				l.byTopic[t]++
+				l.recs = append(l.recs, r)
+				if p, err := record.Decode(r.Key, r.Value); err == nil {
+					regions = append(regions, p.Region)
+				}
+			}
+			l.calls = append(l.calls, regions)
+		}
+		l.flushes = append(l.flushes, topics)
 	}
-	l.calls = append(l.calls, regions)
-	return out
+	l.mu.Unlock()
+	for i, fr := range buf {
+		fr.promise(fr.r, errs[i])
+	}
+	return nil
 }
 
 type observed struct {
@@ -79,13 +139,9 @@ func (o *observed) Observe(_ string, runs []index.Run) {
 
 func newTestProducer(t *testing.T, log *fakeLog, lanes int, mutate func(*Options)) (*Producer, *observed) {
 	t.Helper()
-	clients := make([]Client, lanes)
-	for i := range clients {
-		clients[i] = fakeClient{log}
-	}
 	obs := &observed{}
 	opts := Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: 10 * time.Second,
-		Lanes: NewLanes(clients), Collector: obs, Metrics: NewMetrics()}
+		Lanes: NewLanes(LanesOptions{Clients: newFakeClients(log, lanes)}), Collector: obs, Metrics: NewMetrics()}
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -99,7 +155,7 @@ func newTestProducer(t *testing.T, log *fakeLog, lanes int, mutate func(*Options
 			}
 		}
 		require.NoError(t, p.Close(context.Background()))
-		opts.Lanes.Wait()
+		opts.Lanes.Close()
 	})
 	return p, obs
 }
@@ -266,8 +322,7 @@ func TestTimeoutFailsAndHoldsRegion(t *testing.T) {
 // sent and resolved, and Submit after Close fails with ErrClosed.
 func TestCloseDrainsQueue(t *testing.T) {
 	log := &fakeLog{delay: func() time.Duration { return time.Millisecond }}
-	clients := []Client{fakeClient{log}}
-	lanes := NewLanes(clients)
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Second, Lanes: lanes})
 	ctx := context.Background()
 	var pds []*Pending
@@ -284,14 +339,36 @@ func TestCloseDrainsQueue(t *testing.T) {
 	_, err := p.Submit(ctx, []Entry{{Region: 1}})
 	require.ErrorIs(t, err, logstore.ErrClosed)
 	require.NoError(t, p.Close(ctx), "idempotent")
-	lanes.Wait()
+	lanes.Close()
+}
+
+// TestCloseAfterAWithdrawnRequestEnds protects Close when the only
+// request left was withdrawn by its caller while it lingered: the drain
+// ends at once rather than when Close's context does (a Ctrl-C of kwal
+// demo once waited out the whole ProduceTimeout so).
+func TestCloseAfterAWithdrawnRequestEnds(t *testing.T) {
+	log := &fakeLog{}
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
+	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Hour,
+		Linger: time.Hour, Lanes: lanes})
+	pd, err := p.Submit(context.Background(), []Entry{{Region: 1, Data: []byte("lingering")}})
+	require.NoError(t, err)
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = pd.Wait(canceled)
+	require.ErrorContains(t, err, "withdrawn")
+	cctx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelClose()
+	require.NoError(t, p.Close(cctx), "Close waited for its context: the drain missed that nothing was left")
+	lanes.Close()
+	require.Empty(t, log.recs, "the withdrawn request was not written")
 }
 
 // TestCloseTimeoutFailsPending protects Close against a stuck broker: when
 // its context ends, every unresolved request fails with ErrClosed.
 func TestCloseTimeoutFailsPending(t *testing.T) {
 	log := &fakeLog{block: make(chan struct{})}
-	lanes := NewLanes([]Client{fakeClient{log}})
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Hour, Lanes: lanes})
 	ctx := context.Background()
 	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
@@ -306,7 +383,7 @@ func TestCloseTimeoutFailsPending(t *testing.T) {
 		require.ErrorIs(t, err, logstore.ErrClosed)
 	}
 	close(log.block)
-	lanes.Wait()
+	lanes.Close()
 }
 
 // TestLingerHoldsSmallGroupsUntilClose protects Linger: a small request
@@ -315,7 +392,7 @@ func TestCloseTimeoutFailsPending(t *testing.T) {
 // sends what is still lingering instead of waiting it out.
 func TestLingerHoldsSmallGroupsUntilClose(t *testing.T) {
 	log := &fakeLog{}
-	lanes := NewLanes([]Client{fakeClient{log}})
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
 	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Second, Linger: time.Hour, Lanes: lanes})
 	ctx := context.Background()
 	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: []byte("x")}})
@@ -336,7 +413,7 @@ func TestLingerHoldsSmallGroupsUntilClose(t *testing.T) {
 	require.NoError(t, p.Close(ctx))
 	_, err = pd.Wait(ctx)
 	require.NoError(t, err, "Close sent the lingering request")
-	lanes.Wait()
+	lanes.Close()
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for _, r := range log.recs {
@@ -361,7 +438,7 @@ func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
 	}
 	// Once the worker took every request from the queue, they are all
 	// pending together when the lane frees.
-	require.Eventually(t, func() bool { return len(p.queue) == 0 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(p.lanes.queue) == 0 }, 10*time.Second, time.Millisecond)
 	close(log.block)
 	_, err = first.Wait(ctx)
 	require.NoError(t, err)
@@ -399,4 +476,149 @@ func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	require.Len(t, log.calls, 5)
+}
+
+// TestOrderingPropertyAcrossTopics drives several topics' producers on one
+// dispatcher with random delays and random batch failures, from one
+// submitting goroutine per topic that does not wait, and checks the log:
+// every batch (one topic of one flush) is region-pure and no flush carries
+// two batches of one topic; a failed call wrote nothing and a successful
+// call's entries are where it was told, contiguous and in slice order;
+// every region's acknowledged entries keep submission order; the queue
+// room of every call is freed.
+func TestOrderingPropertyAcrossTopics(t *testing.T) {
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			var rmu sync.Mutex
+			intn := func(n int) int {
+				rmu.Lock()
+				defer rmu.Unlock()
+				return rng.IntN(n)
+			}
+			boom := errors.New("boom")
+			log := &fakeLog{
+				delay:     func() time.Duration { return time.Duration(intn(200)) * time.Microsecond },
+				failTopic: func(string) error { return map[bool]error{true: boom}[intn(6) == 0] },
+			}
+			lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1+int(seed%4)), MaxRequestBytes: int64(4096 * (1 + seed%3)), MaxQueuedBytes: 64 << 10})
+			topics := []string{"a", "b", "c", "d"}[:2+seed%3]
+			ps := make([]*Producer, len(topics))
+			for i, tp := range topics {
+				ps[i] = NewProducer(Options{Topic: tp, MaxBatchBytes: 4096, MaxQueuedBytes: 32 << 10, ProduceTimeout: time.Minute, Lanes: lanes})
+			}
+			type sub struct {
+				topic   string
+				entries []Entry
+				offs    []int64
+				err     error
+			}
+			subs := make([][]*sub, len(topics))
+			var wg sync.WaitGroup
+			for ti := range topics {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx := context.Background()
+					var pds []*Pending
+					for i := range 40 + intn(40) {
+						var es []Entry
+						region := uint64(1 + intn(5)) // a datanode's call: one region
+						for j := range 1 + intn(3) {
+							size := 16 + intn(300) // room for the unique prefix
+							if intn(10) == 0 {
+								size = 4000 + intn(5000) // split into parts
+							}
+							data := make([]byte, size)
+							copy(data, fmt.Sprintf("%s/%d/%d", topics[ti], i, j))
+							es = append(es, Entry{Region: region, Data: data})
+						}
+						pd, err := ps[ti].Submit(ctx, es)
+						if !assert.NoError(t, err) {
+							return
+						}
+						pds = append(pds, pd)
+						subs[ti] = append(subs[ti], &sub{topic: topics[ti], entries: es})
+					}
+					for i, pd := range pds {
+						subs[ti][i].offs, subs[ti][i].err = pd.Wait(ctx)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, p := range ps {
+				require.NoError(t, p.Close(context.Background()))
+				require.True(t, p.sem.TryAcquire(p.opts.MaxQueuedBytes), "every call's room was freed")
+			}
+			lanes.Close()
+			require.True(t, lanes.sem.TryAcquire(64<<10), "the store's room was freed")
+
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			for _, regions := range log.calls {
+				for _, r := range regions {
+					require.Equal(t, regions[0], r, "a batch is region-pure")
+				}
+			}
+			for _, ts := range log.flushes {
+				seen := map[string]bool{}
+				for _, tp := range ts {
+					require.False(t, seen[tp], "one batch per topic per request")
+					seen[tp] = true
+				}
+			}
+			// Reassemble each topic's log.
+			at := map[string]map[int64]record.Assembled{}
+			asm := map[string]*record.Assembler{}
+			count := map[string]int64{}
+			for _, r := range log.recs {
+				if asm[r.Topic] == nil {
+					asm[r.Topic], at[r.Topic] = record.NewAssembler(), map[int64]record.Assembled{}
+				}
+				require.Equal(t, count[r.Topic], r.Offset)
+				count[r.Topic]++
+				part, err := record.Decode(r.Key, r.Value)
+				require.NoError(t, err)
+				st, err := asm[r.Topic].Add(r.Offset, part)
+				require.NoError(t, err)
+				require.False(t, st.Dropped, "no partial entry: a failed batch writes none of its records")
+				if st.Complete {
+					at[r.Topic][st.Entry.First] = st.Entry
+				}
+			}
+			written := map[string]bool{} // entries in the log, by their data
+			for _, tm := range at {
+				for _, e := range tm {
+					written[string(e.Data)] = true
+				}
+			}
+			failed := 0
+			for ti := range topics {
+				last := map[uint64]int64{}
+				for _, s := range subs[ti] {
+					if s.err != nil {
+						require.ErrorIs(t, s.err, boom)
+						failed++
+						for _, e := range s.entries {
+							require.False(t, written[string(e.Data)], "a failed call wrote nothing")
+						}
+						continue
+					}
+					require.Len(t, s.offs, len(s.entries))
+					for i, e := range s.entries {
+						got, ok := at[s.topic][s.offs[i]]
+						require.True(t, ok, "an entry starts at reported offset %d", s.offs[i])
+						require.Equal(t, e.Region, got.Region)
+						require.Equal(t, e.Data, got.Data)
+						require.GreaterOrEqual(t, s.offs[i], last[e.Region], "region %d of %s keeps submission order", e.Region, s.topic)
+						last[e.Region] = got.Last + 1
+						if i > 0 {
+							require.Equal(t, s.offs[i], at[s.topic][s.offs[i-1]].Last+1, "a call's records are contiguous and in slice order")
+						}
+					}
+				}
+			}
+			t.Logf("%d flushes, %d batches, %d calls failed", len(log.flushes), len(log.calls), failed)
+		})
+	}
 }
