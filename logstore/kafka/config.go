@@ -156,7 +156,7 @@ type Config struct {
 	TopicConfigs map[string]string
 
 	// FetchMaxBytes bounds the bytes one fetch response may carry. A read
-	// has at most three such responses' worth in memory (see
+	// has at most four such responses' worth in memory (see
 	// ReadMemoryBound). Default 16 MiB; at least MaxBatchBytes.
 	FetchMaxBytes int32
 
@@ -253,15 +253,16 @@ func DefaultConfig() Config {
 	}
 }
 
-// ReadMemoryBound is the most memory one read holds, whatever the topic's
-// size, apart from the entries its caller keeps: the fetch pipeline (the
-// response being decoded, the next one waiting to be handed over, and the
-// prefetched first fetches of indexed ranges, whose byte limits add up to
-// at most FetchMaxBytes: 3 x FetchMaxBytes of record batches, as
-// decompressed, with the decoded records pointing into them) plus
-// ReadHoldBytes of entries not yet yielded.
+// ReadMemoryBound is the most memory one read (or one pass shared by
+// reads started together) holds, whatever the topic's size, apart from the
+// entries its callers keep: the fetch pipeline (fetch limits in flight or
+// waiting, up to FetchMaxBytes; the response being decoded; the two
+// responses before it whose entries the slowest read has not taken yet:
+// 4 x FetchMaxBytes of record batches, as decompressed, with the decoded
+// records pointing into them) plus ReadHoldBytes of entries not yet
+// yielded.
 func (c Config) ReadMemoryBound() int64 {
-	return 3*int64(c.FetchMaxBytes) + c.ReadHoldBytes
+	return 4*int64(c.FetchMaxBytes) + c.ReadHoldBytes
 }
 
 // Validate reports the first invalid field, by name.

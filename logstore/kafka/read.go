@@ -91,9 +91,9 @@ func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[l
 //
 // A pass holds at most Config.ReadMemoryBound bytes, whatever the topic's
 // size or the number of reads: FetchMaxBytes of fetch limits in flight or
-// waiting to be decoded, the response being decoded, and one batch of
-// entries per read being yielded (pointing into the previous response; the
-// pass waits for the slowest read to take its entries), plus up to
+// waiting to be decoded, the response being decoded, and the entries of
+// the two responses before it that its slowest read has not taken yet (the
+// pass waits for it; they point into those responses), plus up to
 // ReadHoldBytes of entries not yet yielded (unfinished split entries and
 // those waiting behind one). Two reads of one region get copies of its
 // entries.
@@ -193,7 +193,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	if len(plan.Ranges) == 0 {
 		return lostErr
 	}
-	sb := &sub{from: offs, out: make(chan []logstore.Entry), gone: make(chan struct{})}
+	sb := &sub{from: offs, out: make(chan []logstore.Entry, 1), gone: make(chan struct{})}
 	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
 	if err != nil {
 		return err
