@@ -97,7 +97,8 @@ type Result struct {
 	AckedDuringOutage int
 	// PeakHeap is the largest Go heap in use (HeapInuse, garbage included)
 	// and PeakLive the largest live heap (as of the last GC) sampled every
-	// 100 ms during the run; the test process's own ledger is in both.
+	// 100 ms while the writers ran (not during the replays); the test
+	// process's own ledger is in both.
 	PeakHeap, PeakLive uint64
 	Took               time.Duration
 }
@@ -172,6 +173,9 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 		return Result{}, err
 	}
 
+	// A GC first: the live-heap figure is as of the last GC, and the
+	// previous scenario's replays (16 MiB fetches) must not count here.
+	runtime.GC()
 	heap := sampleHeap()
 	w := StartLoad(store, r.ledger, o.Topic, o.Load)
 	stopProgress := r.reportProgress(scenario, began)
