@@ -5,7 +5,11 @@
 # Central: the broker and tools jars are fetched with Maven and cached.
 #
 # Usage:
-#   scripts/kafka.sh start [--brokers N]   start N (1 or 3) broker+controller nodes in the background
+#   scripts/kafka.sh start [--brokers N] [--sasl]
+#                                          start N (1 or 3) broker+controller nodes in the background;
+#                                          --sasl: clients must authenticate (SASL_PLAINTEXT, PLAIN and
+#                                          SCRAM-SHA-512, user kwal, password $KWAL_KAFKA_SASL_PASSWORD);
+#                                          the topics, perf and leader commands do not speak SASL
 #   scripts/kafka.sh stop [--keep]         stop them (SIGTERM, then SIGKILL after 30 s) and delete the
 #                                          state dir unless --keep
 #   scripts/kafka.sh status                is it running? (exit 0 if every node is up, 1 otherwise)
@@ -35,6 +39,7 @@
 #   KWAL_KAFKA_HEAP_OPTS  broker heap (default "-Xms256m -Xmx1g")
 #   KWAL_KAFKA_JAVA_OPTS  extra JVM options for the brokers
 #   KWAL_KAFKA_WAIT       seconds to wait for the cluster to be ready (default 120)
+#   KWAL_KAFKA_SASL_PASSWORD  the password of SASL user kwal with --sasl (default kwal-secret)
 #   JAVA_HOME             Java to use (default: java on PATH)
 set -euo pipefail
 
@@ -50,6 +55,7 @@ BASE_PORT=${KWAL_KAFKA_PORT:-9092}
 HEAP_OPTS=${KWAL_KAFKA_HEAP_OPTS:--Xms256m -Xmx1g}
 WAIT_SECS=${KWAL_KAFKA_WAIT:-120}
 HOST=127.0.0.1
+SASL_PASSWORD=${KWAL_KAFKA_SASL_PASSWORD:-kwal-secret}
 MARKER=.kwal-kafka # present in a state dir this script made; nothing else is ever deleted
 
 log() { echo "kafka: $*" >&2; }
@@ -220,9 +226,13 @@ port_taken() { # port_taken PORT: open, or bound by a listener on any address
   return 1
 }
 
+# sasl_enabled: the cluster in $STATE was started with --sasl.
+sasl_enabled() { [[ -f $STATE/sasl ]]; }
+
 write_node_config() {
-  local id=$1 n=$2 dir rf min_isr
+  local id=$1 n=$2 dir rf min_isr proto=PLAINTEXT
   dir=$(node_dir "$id")
+  if sasl_enabled; then proto=SASL_PLAINTEXT; fi
   rf=$n
   if ((n >= 3)); then min_isr=2; else min_isr=1; fi
   mkdir -p "$dir/data"
@@ -230,11 +240,11 @@ write_node_config() {
 # Written by kwal's scripts/kafka.sh: node $id of a $n-node Apache Kafka $KAFKA_VERSION test cluster (KRaft).
 process.roles=broker,controller
 node.id=$id
-listeners=PLAINTEXT://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
-advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
-inter.broker.listener.name=PLAINTEXT
+listeners=$proto://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
+advertised.listeners=$proto://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
+inter.broker.listener.name=$proto
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,$proto:$proto
 controller.quorum.bootstrap.servers=$(controller_servers "$n")
 log.dirs=$dir/data
 
@@ -260,6 +270,15 @@ message.max.bytes=16777216
 replica.fetch.max.bytes=16777216
 replica.fetch.response.max.bytes=33554432
 
+$(sasl_enabled && cat <<SASL
+# --sasl: clients authenticate with PLAIN or SCRAM-SHA-512 (user kwal); brokers among themselves with PLAIN.
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_kwal="$SASL_PASSWORD";
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+SASL
+)
+
 # log.flush.*: Kafka's defaults (no fsync per message; durability comes from replication).
 num.network.threads=3
 num.io.threads=8
@@ -282,14 +301,15 @@ EOF
 }
 
 format_storage() {
-  local n=$1 cluster_id i dir
+  local n=$1 cluster_id i dir scram=()
+  if sasl_enabled; then scram=(--add-scram "SCRAM-SHA-512=[name=kwal,password=$SASL_PASSWORD]"); fi
   cluster_id=$(run_tool kafka.tools.StorageTool random-uuid | tail -n 1)
   [[ -n $cluster_id ]] || die "kafka.tools.StorageTool random-uuid printed nothing"
   echo "$cluster_id" >"$STATE/cluster-id"
   if ((n == 1)); then
     log "formatting KRaft storage (cluster id $cluster_id, standalone controller)"
     run_tool kafka.tools.StorageTool format -t "$cluster_id" -c "$(node_dir 1)/server.properties" \
-      --standalone >"$(node_dir 1)/format.log" 2>&1 ||
+      --standalone "${scram[@]}" >"$(node_dir 1)/format.log" 2>&1 ||
       { cat "$(node_dir 1)/format.log" >&2; die "formatting the storage of node 1 failed"; }
     return 0
   fi
@@ -305,7 +325,7 @@ format_storage() {
   for ((i = 1; i <= n; i++)); do
     dir=$(node_dir "$i")
     run_tool kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
-      --initial-controllers "$voters" >"$dir/format.log" 2>&1 &
+      --initial-controllers "$voters" "${scram[@]}" >"$dir/format.log" 2>&1 &
     pids+=($!)
   done
   for ((i = 1; i <= n; i++)); do
@@ -379,11 +399,12 @@ kill_nodes() { # kill_nodes N: stop every node, SIGTERM then SIGKILL after 30 s
 # Subcommands
 
 cmd_start() {
-  local n=1
+  local n=1 sasl=0
   while (($#)); do
     case $1 in
       --brokers) [[ $# -ge 2 ]] || die "--brokers needs a number"; n=$2; shift 2 ;;
       --brokers=*) n=${1#*=}; shift ;;
+      --sasl) sasl=1; shift ;;
       -h | --help) usage; exit 0 ;;
       *) die "start: unknown argument: $1" ;;
     esac
@@ -427,6 +448,7 @@ cmd_start() {
   if [[ -f $STATE/$MARKER && $have == "$n" && -f $(node_dir 1)/data/meta.properties ]]; then
     reuse=1
     for ((i = 1; i <= n; i++)); do [[ -f $(node_dir "$i")/data/meta.properties ]] || reuse=0; done
+    if sasl_enabled; then ((sasl)) || reuse=0; else ((!sasl)) || reuse=0; fi
   fi
   if ((reuse)); then
     log "reusing the formatted $n-node cluster in $STATE"
@@ -436,6 +458,7 @@ cmd_start() {
     mkdir -p "$STATE"
     touch "$STATE/$MARKER"
     echo "$n" >"$STATE/brokers"
+    if ((sasl)); then touch "$STATE/sasl"; fi
     for ((i = 1; i <= n; i++)); do write_node_config "$i" "$n"; done
     format_storage "$n"
   fi
@@ -447,6 +470,7 @@ cmd_start() {
   local all=()
   for ((i = 1; i <= n; i++)); do all+=("$i"); done
   wait_ready "$n" "${all[@]}"
+  if sasl_enabled; then log "SASL_PLAINTEXT: PLAIN and SCRAM-SHA-512, user kwal"; fi
   echo "kafka: Apache Kafka $KAFKA_VERSION ready at $(bootstrap_servers "$n")"
 }
 
