@@ -11,7 +11,7 @@ import (
 )
 
 // TestCostModel protects the fetcher's decisions: no gap is fetched
-// through on priors alone; once latency and rate are measured a gap is
+// through on priors alone; once the latency is measured a gap is
 // fetched through exactly when streaming it is cheaper than a fetch's
 // latency; a fetch that opened its connection prices nothing; and the
 // bytes per offset count from the first batch's base.
@@ -25,8 +25,8 @@ func TestCostModel(t *testing.T) {
 	require.Zero(t, m.nLatency, "its time prices nothing")
 
 	m.learn(time.Millisecond, 20_000, 10, true) // small: latency
+	require.True(t, m.priced(), "a measured latency prices gaps (at the prior rate until one is measured)")
 	m.learn(11*time.Millisecond, 10_000_000, 5000, true)
-	require.True(t, m.priced())
 	require.InDelta(t, time.Millisecond.Seconds()-20_000/priorRate, m.latency, 1e-9, "the first sample replaces the prior")
 	require.InDelta(t, 10_000_000/(0.011-m.latency), m.rate, 1)
 	gap := m.latency * m.rate

@@ -47,7 +47,7 @@ type pass struct {
 // sub is one read's end of a pass.
 type sub struct {
 	from map[uint64]int64      // first offset wanted, per region
-	out  chan []logstore.Entry // the read's entries in ID order (unbuffered)
+	out  chan []logstore.Entry // the read's entries in ID order (one batch buffered)
 	gone chan struct{}         // closed when the read leaves
 }
 
@@ -187,19 +187,34 @@ func (s *LogStore) forgetPass(p *pass) {
 // consume yields the read's entries as the pass hands them over, until the
 // pass ends (its error is the read's), the caller stops, or ctx ends.
 func (sb *sub) consume(ctx context.Context, p *pass, yield func(logstore.Entry, error) bool, st *ReadStats) error {
+	take := func(es []logstore.Entry) bool {
+		for _, e := range es {
+			st.Entries++
+			st.EntryBytes += int64(len(e.Data))
+			if !yield(e, nil) {
+				p.leave(sb)
+				p.statsInto(st)
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		select {
 		case es := <-sb.out:
-			for _, e := range es {
-				st.Entries++
-				st.EntryBytes += int64(len(e.Data))
-				if !yield(e, nil) {
-					p.leave(sb)
-					p.statsInto(st)
-					return errStop
-				}
+			if !take(es) {
+				return errStop
 			}
 		case <-p.finished:
+			// Every hand-over happened before finished closed; the last
+			// may still wait in the channel's buffer.
+			select {
+			case es := <-sb.out:
+				if !take(es) {
+					return errStop
+				}
+			default:
+			}
 			p.statsInto(st)
 			return p.err
 		case <-ctx.Done():
@@ -272,9 +287,10 @@ func (rt *router) dispatch(e logstore.Entry, _ error) bool {
 	return true
 }
 
-// flush hands each read its queued entries, waiting for reads still busy
-// with their previous batch (this is what bounds a pass's memory: it never
-// runs more than one response ahead of its slowest read).
+// flush hands each read its queued entries, waiting only for a read that
+// has a batch waiting already. This is what bounds a pass's memory: it
+// runs at most two responses ahead of its slowest read, however many reads
+// it serves.
 func (rt *router) flush(ctx context.Context) error {
 	for _, ro := range rt.routes {
 		if ro.gone || len(ro.batch) == 0 {

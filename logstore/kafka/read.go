@@ -86,9 +86,9 @@ func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[l
 // ReadRegions of their regions.
 //
 // A pass holds at most FetchMaxBytes of fetch limits in flight or waiting
-// to be decoded, the response being decoded, and one batch of entries per
-// read being yielded (the pass waits for the slowest read to take its
-// entries), plus the regions' unfinished split entries, whatever the
+// to be decoded, the response being decoded, and the entries of the two
+// responses before it that its slowest read has not taken yet (the pass
+// waits for it), plus the regions' unfinished split entries, whatever the
 // topic's size or the number of reads.
 func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions) iter.Seq2[logstore.Entry, error] {
 	return func(yield func(logstore.Entry, error) bool) {
@@ -176,7 +176,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	if len(plan.Ranges) == 0 {
 		return nil
 	}
-	sb := &sub{from: offs, out: make(chan []logstore.Entry), gone: make(chan struct{})}
+	sb := &sub{from: offs, out: make(chan []logstore.Entry, 1), gone: make(chan struct{})}
 	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
 	if err != nil {
 		return err
