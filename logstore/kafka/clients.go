@@ -38,20 +38,56 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.MetadataMinAge(100 * time.Millisecond),
 	}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout}
-	if cfg.TLS != nil {
+	switch {
+	case cfg.Dialer != nil:
+		dial := cfg.Dialer
+		if cfg.TLS != nil {
+			tc, err := tlsConfig(cfg.TLS)
+			if err != nil {
+				return nil, err
+			}
+			dial = tlsOver(cfg.Dialer, tc, cfg.DialTimeout)
+		}
+		opts = append(opts, kgo.Dialer(dial))
+	case cfg.TLS != nil:
 		tc, err := tlsConfig(cfg.TLS)
 		if err != nil {
 			return nil, err
 		}
 		td := &tls.Dialer{NetDialer: dialer, Config: tc}
 		opts = append(opts, kgo.Dialer(td.DialContext))
-	} else {
+	default:
 		opts = append(opts, kgo.Dialer(dialer.DialContext))
 	}
 	if cfg.SASL != nil {
 		opts = append(opts, kgo.SASL(saslMechanism(cfg.SASL)))
 	}
 	return opts, nil
+}
+
+// tlsOver layers TLS on the connections dial opens, the handshake bounded
+// by timeout.
+func tlsOver(dial func(ctx context.Context, network, address string) (net.Conn, error), tc *tls.Config, timeout time.Duration) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		c, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		cfg := tc.Clone()
+		if cfg.ServerName == "" {
+			if host, _, err := net.SplitHostPort(address); err == nil {
+				cfg.ServerName = host
+			}
+		}
+		conn := tls.Client(c, cfg)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 }
 
 func tlsConfig(t *TLSConfig) (*tls.Config, error) {

@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -159,6 +161,12 @@ type Config struct {
 
 	// TLS enables TLS to the brokers when non-nil.
 	TLS *TLSConfig
+
+	// Dialer, when set, opens the connections to the brokers in place of a
+	// net.Dialer with DialTimeout: for example through a proxy (kwal bench
+	// adds network latency with one). TLS, when set, is layered on the
+	// connections it returns. Default nil.
+	Dialer func(ctx context.Context, network, address string) (net.Conn, error) `json:"-"`
 
 	// SASL enables SASL authentication when non-nil.
 	SASL *SASLConfig
