@@ -172,7 +172,7 @@ func (p *proxy) pipe(dst, src net.Conn) {
 			}
 			if _, err := dst.Write(c.b); err != nil {
 				_ = src.Close() // ends the reader
-				for range ch { // drain so the reader never blocks
+				for range ch {  // drain so the reader never blocks
 				}
 				return
 			}
