@@ -18,6 +18,7 @@ type matrixOpts struct {
 	warmup   time.Duration
 	duration time.Duration
 	latency  time.Duration
+	layouts  []string
 }
 
 func (m *matrixOpts) register(f *pflag.FlagSet) {
@@ -26,6 +27,24 @@ func (m *matrixOpts) register(f *pflag.FlagSet) {
 	f.DurationVar(&m.warmup, "matrix-warmup", 3*time.Second, "appending before each measurement (per producer and layout)")
 	f.DurationVar(&m.duration, "matrix-duration", 3*time.Second, "measured appending per producer and layout")
 	f.DurationVar(&m.latency, "matrix-latency", time.Millisecond, "network latency added each way by an in-process TCP proxy for the second matrix; 0 skips it")
+	f.StringSliceVar(&m.layouts, "matrix-layouts", nil, "layouts to run instead of all, as REGIONS/TOPICS/WRITERS (e.g. 64/64/64,256/16/64)")
+}
+
+// layoutsOf parses --matrix-layouts; none means every layout.
+func layoutsOf(specs []string) ([]bench.MatrixLayout, error) {
+	if len(specs) == 0 {
+		return bench.MatrixLayouts, nil
+	}
+	var out []bench.MatrixLayout
+	for _, s := range specs {
+		var l bench.MatrixLayout
+		if n, err := fmt.Sscanf(s, "%d/%d/%d", &l.Regions, &l.Topics, &l.Writers); err != nil || n != 3 ||
+			l.Regions < 1 || l.Topics < 1 || l.Writers < 1 || l.Topics > l.Regions || l.Regions > 100_000 || l.Writers > 10_000 {
+			return nil, fmt.Errorf("--matrix-layouts: %q is not REGIONS/TOPICS/WRITERS with 1 <= TOPICS <= REGIONS <= 100000 and 1 <= WRITERS <= 10000", s)
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // matrixJSON is the --matrix --json output (keys of their own; the plain
@@ -41,6 +60,10 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	if err != nil {
 		return err
 	}
+	layouts, err := layoutsOf(m.layouts)
+	if err != nil {
+		return err
+	}
 	s, err := a.startSession()
 	if err != nil {
 		return err
@@ -51,7 +74,7 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	mo := bench.MatrixOptions{
 		Config: cfg, Raw: bench.RawOptions{MaxBatchBytes: o.batchBytes, Compression: codec, Linger: o.linger},
 		Prefix: benchPrefix + runStamp() + "-m", EntrySize: o.entrySize, EntriesPerCall: o.perCall,
-		Warmup: m.warmup, Duration: m.duration, Layouts: bench.MatrixLayouts, Seed: o.seed,
+		Warmup: m.warmup, Duration: m.duration, Layouts: layouts, Seed: o.seed,
 	}
 	if !o.quiet {
 		mo.Progress = func(format string, args ...any) { fmt.Fprintf(a.stderr, "bench: "+format+"\n", args...) }
