@@ -13,6 +13,10 @@ type PrunedError struct {
 }
 
 func (e *PrunedError) Error() string {
+	if e.Requested == 0 { // ID 0 is "none": the read asked for everything
+		return fmt.Sprintf("logstore: namespace %q: entries from the log's beginning were pruned; the first ID still available is %d",
+			e.Namespace, e.FirstAvailable)
+	}
 	return fmt.Sprintf("logstore: namespace %q: entries from ID %d were pruned; the first ID still available is %d",
 		e.Namespace, e.Requested, e.FirstAvailable)
 }

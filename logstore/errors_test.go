@@ -26,6 +26,9 @@ func TestTypedErrorsMatchSentinels(t *testing.T) {
 	require.ErrorAs(t, pe, &p)
 	require.Equal(t, logstore.EntryID(42), p.FirstAvailable)
 	require.Contains(t, pe.Error(), "first ID still available is 42")
+	zero := &logstore.PrunedError{Namespace: "wal_1", FirstAvailable: 42}
+	require.NotContains(t, zero.Error(), "ID 0", "ID 0 means none: the read asked from the beginning")
+	require.Contains(t, zero.Error(), "from the log's beginning")
 
 	ce := fmt.Errorf("replay: %w", &logstore.CorruptError{Namespace: "wal_1", Offset: 1234, Err: io.ErrUnexpectedEOF})
 	require.ErrorIs(t, ce, logstore.ErrCorrupt)

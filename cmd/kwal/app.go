@@ -234,6 +234,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.replayCmd(),
 		a.indexCmd(),
 		a.namespacesCmd(),
+		a.chaosCmd(),
 	)
 	a.annotateLimits()
 	annotateEnv(root)

@@ -26,6 +26,7 @@ type benchOpts struct {
 	lanes       int
 	maxRegions  int
 	rounds      int
+	recovery    int
 	json        bool
 	keep        bool
 }
@@ -99,6 +100,8 @@ func (a *app) benchCmd() *cobra.Command {
 	a.bound(f, "produce-lanes", 1, 256, "kwal's ProduceLanes")
 	a.bound(f, "max-regions-per-batch", 1, maxRegions, "there are at most --regions regions")
 	a.bound(f, "rounds", 1, 100, "each round appends the whole workload three times")
+	f.IntVar(&o.recovery, "recovery-runs", 3, "runs of each phase of the recovery benchmark (0 skips it; see bench_recovery.go)")
+	a.bound(f, "recovery-runs", 0, 100, "each run reopens the store")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.BoolVar(&o.keep, "keep", false, "keep the benchmark's namespaces")
 	return cmd
@@ -208,10 +211,17 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 	if err := b.measureIndex(); err != nil {
 		return err
 	}
+	if err := b.measureRecovery(ctx); err != nil {
+		return err
+	}
 	if o.json {
 		return json.NewEncoder(a.stdout).Encode(b.rep)
 	}
 	a.printBench(o, s, &b.rep)
+	if b.rep.Recovery != nil {
+		fmt.Fprintln(a.stdout)
+		b.rep.Recovery.Print(a.stdout)
+	}
 	return nil
 }
 

@@ -25,6 +25,7 @@ type benchReport struct {
 	Layout     layoutPair          `json:"layout"`
 	Replay     replayFigures       `json:"replay"`
 	Index      indexFigures        `json:"index"`
+	Recovery   *bench.Recovery     `json:"recovery,omitempty"`
 	Rounds     int                 `json:"rounds"`
 	Namespaces map[string][]string `json:"namespaces"`
 }

@@ -123,13 +123,25 @@ func (b *benchRun) deleteNamespaces() (int, error) {
 // cleanupTimeout bounds the deletion of the bench's namespaces.
 const cleanupTimeout = 30 * time.Second
 
-// runPlan plays a plan through app: --calls calls per writer, or for
-// --duration.
-func (b *benchRun) runPlan(ctx context.Context, plan [][]bench.Call, app bench.Appender) (bench.AppendResult, error) {
-	if b.o.duration > 0 {
-		return bench.RunFor(ctx, plan, app, b.o.duration, nil)
+// runPlan builds the workload's plan for topics (interrupted with ctx:
+// large plans take seconds) and plays it through app: --calls calls per
+// writer, or for --duration. The run stops its writers at ctx's end
+// without an error of its own: runPlan then returns ctx's error.
+func (b *benchRun) runPlan(ctx context.Context, topics []string, app bench.Appender) (bench.AppendResult, error) {
+	plan, err := b.w.PlanContext(ctx, topics)
+	if err != nil {
+		return bench.AppendResult{}, err
 	}
-	return bench.Run(ctx, plan, app, nil)
+	var r bench.AppendResult
+	if b.o.duration > 0 {
+		r, err = bench.RunFor(ctx, plan, app, b.o.duration, nil)
+	} else {
+		r, err = bench.Run(ctx, plan, app, nil)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return r, err
 }
 
 // warmUp opens the connections, producer IDs and metadata of both
@@ -138,10 +150,18 @@ func (b *benchRun) warmUp(ctx context.Context, cl *kgo.Client) error {
 	b.phase("warm-up…")
 	warm := b.w
 	warm.Calls = 1
-	if _, err := bench.Run(ctx, warm.Plan(b.warmK), bench.KwalAppender(b.st), nil); err != nil {
+	plan, err := warm.PlanContext(ctx, b.warmK)
+	if err == nil {
+		_, err = bench.Run(ctx, plan, bench.KwalAppender(b.st), nil)
+	}
+	if err != nil {
 		return fmt.Errorf("kwal warm-up: %w", err)
 	}
-	if _, err := bench.Run(ctx, warm.Plan(b.warmR), bench.RawAppender(cl, b.o.batchBytes), nil); err != nil {
+	plan, err = warm.PlanContext(ctx, b.warmR)
+	if err == nil {
+		_, err = bench.Run(ctx, plan, bench.RawAppender(cl, b.o.batchBytes), nil)
+	}
+	if err != nil {
 		return fmt.Errorf("raw warm-up: %w", err)
 	}
 	return nil
@@ -156,7 +176,7 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 		runKwal := func() error {
 			b.phase("round %d/%d: kwal, %d writers appending %d-entry calls of %d B to %d regions in %d topic(s)…",
 				i+1, o.rounds, o.writers, o.perCall, o.entrySize, o.regions, o.topics)
-			r, err := b.runPlan(ctx, b.w.Plan(rd.kwal), bench.KwalAppender(b.st))
+			r, err := b.runPlan(ctx, rd.kwal, bench.KwalAppender(b.st))
 			if err != nil {
 				return fmt.Errorf("kwal appends: %w", err)
 			}
@@ -168,7 +188,7 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 		}
 		runRaw := func() error {
 			b.phase("round %d/%d: raw franz-go, same concurrency…", i+1, o.rounds)
-			r, err := b.runPlan(ctx, b.w.Plan(rd.raw), bench.RawAppender(cl, o.batchBytes))
+			r, err := b.runPlan(ctx, rd.raw, bench.RawAppender(cl, o.batchBytes))
 			if err != nil {
 				return fmt.Errorf("raw appends: %w", err)
 			}
@@ -186,7 +206,11 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 			return err
 		}
 		b.phase("round %d/%d: raw franz-go, asynchronous from one goroutine…", i+1, o.rounds)
-		r, err := bench.RawAsync(ctx, cl, b.w.Plan(rd.async), o.batchBytes)
+		plan, err := b.w.PlanContext(ctx, rd.async)
+		if err != nil {
+			return fmt.Errorf("raw async appends: %w", err)
+		}
+		r, err := bench.RawAsync(ctx, cl, plan, o.batchBytes)
 		if err != nil {
 			return fmt.Errorf("raw async appends: %w", err)
 		}

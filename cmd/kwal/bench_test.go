@@ -37,6 +37,13 @@ func TestBenchJSON(t *testing.T) {
 	require.EqualValues(t, 9, replay["indexed"].(map[string]any)["entries"])
 	require.EqualValues(t, 9, replay["full_scan"].(map[string]any)["entries"])
 	require.Positive(t, replay["full_scan"].(map[string]any)["fetched_bytes"])
+	rec := rep["recovery"].(map[string]any) // the recovery benchmark: every region replays the same entries each way
+	entries := rec["concurrent_reads"].(map[string]any)["entries"]
+	require.Positive(t, entries)
+	require.Equal(t, entries, rec["read_regions"].(map[string]any)["entries"])
+	require.Equal(t, entries, rec["full_scans"].(map[string]any)["entries"])
+	require.EqualValues(t, 9, rec["one_region"].(map[string]any)["indexed"].(map[string]any)["entries"])
+	require.Positive(t, rec["one_region_speedup"])
 	idx := rep["index"].(map[string]any)
 	require.EqualValues(t, 36, idx["entries"]) // the first round's topic
 	require.EqualValues(t, 36, idx["appended_entries"])

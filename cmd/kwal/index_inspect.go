@@ -94,6 +94,7 @@ type logScan struct {
 	regions    map[uint64]int64 // records per region
 	foreign    int64
 	corrupt    int64
+	marks      int64 // records holding no entry but a statement (Obsolete, prune)
 }
 
 func (l *logScan) regionList() []uint64 {
@@ -113,6 +114,8 @@ func scanLog(ctx context.Context, s *session, ns string) (*logScan, error) {
 	ls.start, ls.end, err = consumeTopic(ctx, s, ns, 0, func(rec *kgo.Record) bool {
 		p, derr := record.Decode(rec.Key, rec.Value)
 		switch {
+		case derr == nil && p.Kind == record.KindMark:
+			ls.marks++
 		case derr == nil:
 			ls.regions[p.Region]++
 		case errors.Is(derr, record.ErrNotKwal):

@@ -94,8 +94,11 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	}
 	regions := ls.regionList()
 	w := a.stdout
-	fmt.Fprintf(w, "namespace %s: offsets [%d, %d), %d regions, %d foreign and %d undecodable records\n",
-		ns, ls.start, ls.end, len(regions), ls.foreign, ls.corrupt)
+	fmt.Fprintf(w, "namespace %s: offsets [%d, %d), %d regions, %d foreign and %d undecodable records, %d marks\n",
+		ns, ls.start, ls.end, len(regions), ls.foreign, ls.corrupt, ls.marks)
+	// Both reads start at the log's first ID: below it the entries were
+	// pruned (ID 0 would mean none).
+	first := logstore.EntryID(ls.start + 1)
 	if len(regions) == 0 {
 		fmt.Fprintln(w, "nothing to verify")
 		return nil
@@ -109,7 +112,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	for _, r := range regions {
 		var stats kafka.ReadStats
 		var sigs []entrySig
-		for e, err := range st.ReadWith(ctx, ns, map[logstore.RegionID]logstore.EntryID{logstore.RegionID(r): 0}, kafka.ReadOptions{Stats: &stats}) {
+		for e, err := range st.ReadWith(ctx, ns, map[logstore.RegionID]logstore.EntryID{logstore.RegionID(r): first}, kafka.ReadOptions{Stats: &stats}) {
 			if err != nil {
 				return fmt.Errorf("indexed read of region %d: %w", r, err)
 			}
@@ -123,7 +126,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	scanned := make(map[uint64][]entrySig, len(regions))
 	from := make(map[logstore.RegionID]logstore.EntryID, len(regions))
 	for _, r := range regions {
-		from[logstore.RegionID(r)] = 0
+		from[logstore.RegionID(r)] = first
 	}
 	var scanStats kafka.ReadStats
 	t0 = time.Now()

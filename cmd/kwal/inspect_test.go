@@ -186,12 +186,33 @@ func TestNamespacesPrune(t *testing.T) {
 	require.NoError(t, st.Obsolete(t.Context(), "pruned", 2, ids[2][2]))
 	require.NoError(t, st.Close())
 
-	r := kwal(t, nil, append([]string{"namespaces", "prune", "pruned"}, flags...)...)
+	r := kwal(t, nil, append([]string{"namespaces", "prune", "--dry-run", "pruned"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, fmt.Sprintf("pruned: the first entry ID available is %d", ids[1][3]))
+	require.Contains(t, r.stdout, fmt.Sprintf("pruned: would delete IDs 1..%d", ids[1][3]-1))
+	require.Contains(t, r.stdout, fmt.Sprintf("pruned: prune point ID %d", ids[1][3]))
+	require.Regexp(t, fmt.Sprintf(`\s1\s+%d\s+%d\s`, ids[1][3], ids[1][2]), r.stdout, "region 1 holds the point back")
+
+	r = kwal(t, nil, append([]string{"namespaces", "prune", "pruned"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, fmt.Sprintf("pruned: deleted IDs 1..%d", ids[1][3]-1))
+	require.Contains(t, r.stdout, fmt.Sprintf("the first entry ID available is %d", ids[1][3]))
+
+	r = kwal(t, nil, append([]string{"namespaces", "prune", "pruned"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "pruned: nothing to delete: region 1 still needs its entries from ID")
+
+	// After the prune, the default replay (from ID 0: none) and verify read
+	// what the log holds; asking for a pruned entry names the first ID
+	// still available.
 	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--summary"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `entries\s+2 \(IDs `+fmt.Sprint(ids[1][3]), r.stdout)
+	r = kwal(t, nil, append([]string{"index", "verify", "-n", "pruned"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "OK")
+	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--from", "1"}, flags...)...)
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "pruned")
+	require.Contains(t, r.stderr, fmt.Sprintf("entries from ID 1 were pruned; the first ID still available is %d", ids[1][3]))
 }
 
 // rawRecord is a record of another program: no kwal key.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -37,29 +38,7 @@ partition. Many regions share one namespace.`,
 			},
 		},
 		a.namespacesCreateCmd(),
-		&cobra.Command{
-			Use:   "prune NAME...",
-			Short: "Delete the records no region needs any more, as the persisted index proves",
-			Long: `prune loads the index in --index-dir (read-only: it may belong to a running
-datanode) and deletes each namespace's records below the lowest entry any
-region still holds: every region with records there must have declared them
-obsolete. Records the index has not accounted for are never deleted.`,
-			Args: cobra.MinimumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.withStoreConfig(cmd.Context(), func(c *kafka.Config) {
-					c.IndexReadOnly = true
-				}, func(ctx context.Context, st *kafka.LogStore) error {
-					for _, n := range args {
-						first, err := st.Prune(ctx, n)
-						if err != nil {
-							return err
-						}
-						fmt.Fprintf(a.stdout, "%s: the first entry ID available is %d\n", n, first)
-					}
-					return nil
-				})
-			},
-		},
+		a.namespacesPruneCmd(),
 		a.namespacesDeleteCmd(),
 	)
 	return cmd
@@ -108,6 +87,7 @@ factor and topic configs.`,
 	}
 	cmd.Flags().IntVar(&pool, "pool", 0, "create a topic pool of this many namespaces, named --prefix_0 … --prefix_{N-1}")
 	cmd.Flags().StringVar(&prefix, "prefix", "greptimedb_wal_topic", "name prefix of the --pool namespaces")
+	a.bound(cmd.Flags(), "pool", 0, 10_000, "every namespace is a topic the cluster keeps metadata and files for")
 	return cmd
 }
 
@@ -132,4 +112,67 @@ func (a *app) withStoreConfig(ctx context.Context, mutate func(*kafka.Config), f
 		return err
 	}
 	return st.Close()
+}
+
+func (a *app) namespacesPruneCmd() *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "prune NAME...",
+		Short: "Delete the records no region needs any more, and show what holds the rest back",
+		Long: `prune loads the index in --index-dir (read-only: it may belong to a running
+datanode), scans what the index does not account for, and deletes each
+namespace's records below the lowest entry any region still holds: every
+region with records there must have declared them obsolete (Obsolete marks in
+the log, from any datanode). It prints what was deleted, or why nothing could
+be, and the regions holding the prune point back with the bytes each pins
+(estimated from the partition's size). With --dry-run it deletes nothing.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withStoreConfig(cmd.Context(), func(c *kafka.Config) {
+				c.IndexReadOnly = true
+			}, func(ctx context.Context, st *kafka.LogStore) error {
+				for _, n := range args {
+					res, err := st.PruneWith(ctx, n, kafka.PruneOptions{DryRun: dryRun})
+					if err != nil {
+						return err
+					}
+					a.printPrune(res, dryRun)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only report the prune point and what holds it back")
+	return cmd
+}
+
+// maxHoldersShown bounds the regions prune lists.
+const maxHoldersShown = 10
+
+func (a *app) printPrune(res kafka.PruneResult, dryRun bool) {
+	w := a.stdout
+	switch {
+	case res.Deleted:
+		fmt.Fprintf(w, "%s: deleted IDs %d..%d (about %s); the first entry ID available is %d\n",
+			res.Namespace, res.Before, res.FirstID-1, humanBytes(res.PrunableBytes), res.FirstID)
+	case dryRun && res.PrunePoint > res.FirstID:
+		fmt.Fprintf(w, "%s: would delete IDs %d..%d (about %s); the first entry ID available is %d\n",
+			res.Namespace, res.FirstID, res.PrunePoint-1, humanBytes(res.PrunableBytes), res.FirstID)
+	default:
+		fmt.Fprintf(w, "%s: nothing to delete: %s; the first entry ID available is %d\n", res.Namespace, res.Reason, res.FirstID)
+	}
+	fmt.Fprintf(w, "%s: prune point ID %d, latest ID %d, log %s\n", res.Namespace, res.PrunePoint, res.LatestID, humanBytes(res.LogBytes))
+	if len(res.Holders) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\tREGION\tFIRST NEEDED ID\tOBSOLETE UP TO\tPINS\t\n")
+	for i, h := range res.Holders {
+		if i == maxHoldersShown {
+			fmt.Fprintf(tw, "\t…\t%d more\t\t\t\n", len(res.Holders)-i)
+			break
+		}
+		fmt.Fprintf(tw, "\t%d\t%d\t%d\t%s\t\n", h.Region, h.FirstNeeded, h.ObsoleteUpTo, humanBytes(h.PinnedBytes))
+	}
+	_ = tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -53,7 +54,7 @@ The index is loaded from --index-dir and updated with what the read learns.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.ns, "namespace", "n", "", "namespace (topic) of the region (required)")
 	f.Uint64VarP(&o.region, "region", "r", 0, "region ID (required)")
-	f.Uint64Var(&o.from, "from", 0, "first entry ID (0: from the beginning)")
+	f.Uint64Var(&o.from, "from", 0, "first entry ID (0: the first one the log still holds)")
 	f.BoolVar(&o.noIndex, "no-index", false, "scan the whole namespace instead of using the index")
 	f.BoolVar(&o.summary, "summary", false, "print counts, bytes, time and fetches instead of entries")
 	f.Int64Var(&o.limit, "limit", 0, "stop after this many entries (0: no limit)")
@@ -88,8 +89,15 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		fmt.Fprintf(w, "%12s %10s  %s\n", "ID", "SIZE", "DATA")
 	}
 	region := logstore.RegionID(o.region)
+	from := logstore.EntryID(o.from)
+	if from == 0 {
+		// ID 0 means none: replay what the log still holds.
+		if from, err = firstID(ctx, s, o.ns); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
-	for e, err := range st.ReadWith(ctx, o.ns, map[logstore.RegionID]logstore.EntryID{region: logstore.EntryID(o.from)}, kafka.ReadOptions{NoIndex: o.noIndex, Stats: &stats}) {
+	for e, err := range st.ReadWith(ctx, o.ns, map[logstore.RegionID]logstore.EntryID{region: from}, kafka.ReadOptions{NoIndex: o.noIndex, Stats: &stats}) {
 		if err != nil {
 			return fmt.Errorf("replay of region %d of %s: %w", o.region, o.ns, err)
 		}
@@ -124,7 +132,7 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "namespace\t%s\n", o.ns)
-	fmt.Fprintf(tw, "region\t%d (from ID %d, %s)\n", o.region, o.from, mode)
+	fmt.Fprintf(tw, "region\t%d (from ID %d, %s)\n", o.region, from, mode)
 	if n > 0 {
 		fmt.Fprintf(tw, "entries\t%d (IDs %d..%d)\n", n, first, lastID)
 	} else {
@@ -178,4 +186,25 @@ func (a *app) whyNoEntries(ctx context.Context, st *kafka.LogStore, indexDir str
 		regions = append(regions[:20], fmt.Sprintf("… (%d in all)", len(regions)))
 	}
 	return msg + fmt.Sprintf(", of region(s) %s as far as the index has seen", strings.Join(regions, ", "))
+}
+
+// firstID returns the first entry ID the namespace's log still holds.
+func firstID(ctx context.Context, s *session, ns string) (logstore.EntryID, error) {
+	cl, err := s.rawClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).ListStartOffsets(ctx, ns)
+	if err != nil {
+		return 0, fmt.Errorf("log start of %s: %w", ns, err)
+	}
+	o, ok := offs.Lookup(ns, 0)
+	if !ok {
+		return 0, fmt.Errorf("log start of %s: no partition 0", ns)
+	}
+	if o.Err != nil {
+		return 0, fmt.Errorf("log start of %s: %w", ns, o.Err)
+	}
+	return logstore.EntryID(o.Offset + 1), nil
 }

@@ -60,6 +60,14 @@ type Call struct {
 // Plan returns each writer's calls, deterministic for a seed. Entry data is
 // random (incompressible) and starts with the region and a sequence number.
 func (w Workload) Plan(topics []string) [][]Call {
+	out, _ := w.PlanContext(context.Background(), topics)
+	return out
+}
+
+// PlanContext is Plan, which stops when ctx ends (a large plan takes
+// seconds to fill: 64 writers × 200 calls of 10 × 2 KiB, about 2 s) and
+// returns ctx's error.
+func (w Workload) PlanContext(ctx context.Context, topics []string) ([][]Call, error) {
 	out := make([][]Call, w.Writers)
 	for wr := range w.Writers {
 		rng := rand.New(rand.NewPCG(w.Seed, uint64(wr)))
@@ -71,6 +79,9 @@ func (w Workload) Plan(topics []string) [][]Call {
 			owned = []int{wr % w.Regions}
 		}
 		for c := range w.Calls {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			r := owned[c%len(owned)]
 			call := Call{Topic: topics[r%len(topics)], Region: logstore.RegionID(r + 1)}
 			for i := range w.EntriesPerCall {
@@ -84,7 +95,7 @@ func (w Workload) Plan(topics []string) [][]Call {
 			out[wr] = append(out[wr], call)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // AppendResult is what one append run measured.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,4 +52,19 @@ func TestRecordsEncodeLikeKwal(t *testing.T) {
 		require.Equal(t, "t", r.Topic)
 		require.Len(t, r.Key, 28)
 	}
+}
+
+// TestPlanContextStopsWhenCanceled protects kwal bench's Ctrl-C: building
+// a plan (seconds for a large one) ends at once with ctx's error, and
+// uncanceled it is Plan.
+func TestPlanContextStopsWhenCanceled(t *testing.T) {
+	w := Workload{Topics: 1, Regions: 4, Writers: 2, EntrySize: 10, EntriesPerCall: 2, Calls: 3, Seed: 3}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, err := w.PlanContext(ctx, []string{"a"})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Nil(t, p)
+	p, err = w.PlanContext(context.Background(), []string{"a"})
+	require.NoError(t, err)
+	require.Equal(t, w.Plan([]string{"a"}), p)
 }

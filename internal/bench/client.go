@@ -114,17 +114,20 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 			l.Batches++
 			l.BatchBytes += int64(n)
 			regions := map[uint64]struct{}{}
+			span := BatchSpan{Bytes: int64(n), Last: map[uint64]int64{}}
 			for _, r := range fp.Records {
 				l.Records++
 				p, err := record.Decode(r.Key, r.Value)
-				if err != nil {
+				if err != nil || p.Kind == record.KindMark {
 					continue
 				}
 				rl := l.PerRegion[p.Region]
 				rl.OwnBytes += int64(len(p.Data))
 				l.PerRegion[p.Region] = rl
 				regions[p.Region] = struct{}{}
+				span.Last[p.Region] = r.Offset
 			}
+			l.Spans = append(l.Spans, span)
 			for reg := range regions {
 				rl := l.PerRegion[reg]
 				rl.BatchBytes += int64(n)

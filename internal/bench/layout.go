@@ -22,6 +22,31 @@ type Layout struct {
 	// PerRegion holds each region's own data bytes and the bytes of the
 	// batches that hold its records.
 	PerRegion map[uint64]RegionLayout
+	// Spans lists the batches in log order: their bytes and, per region
+	// they hold, the offset of its last record there.
+	Spans []BatchSpan
+}
+
+// BatchSpan is one record batch of a Layout.
+type BatchSpan struct {
+	Bytes int64
+	Last  map[uint64]int64 // region -> offset of its last record in the batch
+}
+
+// NeededBytes is what a replay of the regions, each from its own offset,
+// must fetch at the least: the bytes of the batches holding a record of a
+// region at or after its offset (regions not in from are not replayed).
+func (l Layout) NeededBytes(from map[uint64]int64) int64 {
+	var n int64
+	for _, b := range l.Spans {
+		for region, last := range b.Last {
+			if f, ok := from[region]; ok && last >= f {
+				n += b.Bytes
+				break
+			}
+		}
+	}
+	return n
 }
 
 // RegionLayout is one region's share of a Layout.

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kwal/kwal/internal/rawlog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,20 +22,7 @@ type ConsumeResult struct {
 // kwal's full-scan replay. The time includes listing the offsets, as a
 // kwal read's does.
 func RawConsume(ctx context.Context, brokers []string, topic string, fetchMaxBytes int32) (ConsumeResult, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchMaxBytes(fetchMaxBytes), kgo.FetchMaxPartitionBytes(fetchMaxBytes))
-	if err != nil {
-		return ConsumeResult{}, err
-	}
-	defer cl.Close()
-	var res ConsumeResult
-	began := time.Now()
-	_, _, err = rawlog.Consume(ctx, cl, topic, 0, 30*time.Second, func(r *kgo.Record) bool {
-		res.Records++
-		res.Bytes += int64(len(r.Key) + len(r.Value))
-		return true
-	})
-	res.Elapsed = time.Since(began)
-	return res, err
+	return RawConsumeWith(ctx, topic, fetchMaxBytes, kgo.SeedBrokers(brokers...))
 }
 
 // PeakHeap runs fn while sampling the Go heap every millisecond and

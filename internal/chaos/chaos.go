@@ -18,8 +18,9 @@
 //     min.insync.replicas) for twice ProduceTimeout, then restarted;
 //   - rolling-restart: every node stopped (SIGTERM) and restarted in turn.
 //
-// Time to first success is measured from the fault (kill) or from the
-// recovery (resume, restart) to the end of the first acknowledged call
+// Time to first success is measured from the fault (the killed process is
+// gone; a graceful stop begins) or from the recovery (resume, restart) to
+// the end of the first acknowledged call
 // that began after it; the worst over a scenario's cycles is reported.
 package chaos
 
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"time"
@@ -59,6 +61,18 @@ type Options struct {
 	Settle  int           // acknowledged calls to wait for between faults (default 50)
 	Wait    time.Duration // the longest wait for the cluster to recover from one fault (default 2 min)
 	Logf    func(format string, args ...any)
+	// Progress, when set, is called every second while the scenario runs
+	// (from another goroutine than Run's).
+	Progress func(Progress)
+}
+
+// Progress is a scenario's state for a progress line.
+type Progress struct {
+	Scenario string
+	Cycles   int // faults done
+	Of       int // faults planned (leader-kill: Cycles; rolling-restart: 3; else 1)
+	Stats    ledger.Stats
+	Elapsed  time.Duration
 }
 
 // Result is what one scenario run measured.
@@ -75,13 +89,18 @@ type Result struct {
 	// FirstSuccess is the worst time from a fault or recovery to the first
 	// acknowledged call that began after it.
 	FirstSuccess time.Duration
+	// FirstSuccesses holds that time for every fault or recovery, in order.
+	FirstSuccesses []time.Duration
 	// AckedDuringOutage counts calls that began after the cluster fell below
 	// min.insync.replicas and were acknowledged before it recovered (must be
 	// 0; below-min-isr only).
 	AckedDuringOutage int
-	// PeakHeap is the largest Go heap in use sampled during the run.
-	PeakHeap uint64
-	Took     time.Duration
+	// PeakHeap is the largest Go heap in use (HeapInuse, garbage included)
+	// and PeakLive the largest live heap (as of the last GC) sampled every
+	// 100 ms while the writers ran (not during the replays); the test
+	// process's own ledger is in both.
+	PeakHeap, PeakLive uint64
+	Took               time.Duration
 }
 
 // Lost, Duplicated and Reordered are the worst of the two replays.
@@ -102,6 +121,7 @@ type run struct {
 	store  *kafka.LogStore
 	ledger *ledger.Ledger
 	marks  []time.Time // faults and recoveries, for FirstSuccess
+	mu     sync.Mutex  // guards cycles, read by the progress reporter
 	cycles int
 	outage [2]time.Time // below-min-isr: from the last kill to the first restart
 }
@@ -153,8 +173,12 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 		return Result{}, err
 	}
 
+	// A GC first: the live-heap figure is as of the last GC, and the
+	// previous scenario's replays (16 MiB fetches) must not count here.
+	runtime.GC()
 	heap := sampleHeap()
-	w := startLoad(store, r.ledger, o.Topic, o.Load)
+	w := StartLoad(store, r.ledger, o.Topic, o.Load)
+	stopProgress := r.reportProgress(scenario, began)
 	stepErr := r.settle(ctx)
 	if stepErr == nil {
 		stepErr = step(r, ctx)
@@ -162,9 +186,11 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	if stepErr == nil {
 		stepErr = r.settle(ctx)
 	}
-	w.halt()
-	res := Result{Scenario: scenario, Cycles: r.cycles, Stats: r.ledger.Stats(), PeakHeap: heap()}
-	res.Timeouts, res.Errors = w.errorSummary()
+	w.Halt()
+	stopProgress()
+	res := Result{Scenario: scenario, Cycles: r.cycleCount(), Stats: r.ledger.Stats()}
+	res.PeakHeap, res.PeakLive = heap()
+	res.Timeouts, res.Errors = w.Errors()
 	if stepErr != nil {
 		return res, stepErr
 	}
@@ -174,6 +200,7 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 			return res, fmt.Errorf("chaos: %s: no append succeeded after the fault or recovery at %s", scenario, m.Format(time.TimeOnly))
 		}
 		res.FirstSuccess = max(res.FirstSuccess, d)
+		res.FirstSuccesses = append(res.FirstSuccesses, d)
 	}
 	if !r.outage[0].IsZero() {
 		for _, c := range r.ledger.Calls() {
@@ -198,6 +225,55 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	return res, nil
 }
 
+func (r *run) cycleDone() {
+	r.mu.Lock()
+	r.cycles++
+	r.mu.Unlock()
+}
+
+func (r *run) cycleCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cycles
+}
+
+// reportProgress calls Progress every second until the returned function
+// is called.
+func (r *run) reportProgress(scenario string, began time.Time) (stop func()) {
+	if r.Progress == nil {
+		return func() {}
+	}
+	of := 1
+	switch scenario {
+	case LeaderKill:
+		of = r.Cycles
+	case RollingRestart:
+		of = 3
+	}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				r.mu.Lock()
+				cycles := r.cycles
+				r.mu.Unlock()
+				r.Progress(Progress{Scenario: scenario, Cycles: cycles, Of: of, Stats: r.ledger.Stats(), Elapsed: time.Since(began)})
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
 // firstAckStartedAfter returns how long after t the first acknowledged
 // call that began after t ended.
 func (r *run) firstAckStartedAfter(t time.Time) (time.Duration, bool) {
@@ -214,30 +290,38 @@ func (r *run) firstAckStartedAfter(t time.Time) (time.Duration, bool) {
 	return best, found
 }
 
-// sampleHeap samples the Go heap in use every 100 ms until the returned
-// function is called, which stops the sampler and returns the peak.
-func sampleHeap() func() uint64 {
+// sampleHeap samples the Go heap every 100 ms until the returned function
+// is called, which stops the sampler and returns the peaks of the heap in
+// use and of the live heap.
+func sampleHeap() func() (inuse, live uint64) {
 	stop := make(chan struct{})
-	done := make(chan uint64)
+	type peaks struct{ inuse, live uint64 }
+	done := make(chan peaks)
 	go func() {
-		var peak uint64
+		var p peaks
 		var ms runtime.MemStats
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
+			metrics.Read(sample)
+			p.inuse = max(p.inuse, ms.HeapInuse)
+			if sample[0].Value.Kind() == metrics.KindUint64 {
+				p.live = max(p.live, sample[0].Value.Uint64())
+			}
 			select {
 			case <-stop:
-				done <- peak
+				done <- p
 				return
 			case <-t.C:
 			}
 		}
 	}()
-	return func() uint64 {
+	return func() (uint64, uint64) {
 		close(stop)
-		return <-done
+		p := <-done
+		return p.inuse, p.live
 	}
 }
 
@@ -285,10 +369,19 @@ func (r *run) leaderKill(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.marks = append(r.marks, time.Now())
 		if err := r.node(ctx, "kill", p.Leader); err != nil {
 			return err
 		}
+		// From the moment the process is gone: calls acknowledged by the old
+		// leader before the kill landed do not count.
+		r.marks = append(r.marks, time.Now())
+		wctx, cancel := context.WithTimeout(ctx, r.Wait)
+		q, err := r.Cluster.WaitFor(wctx, r.Topic, "a new leader", func(q Partition) bool { return q.Leader >= 0 && q.Leader != p.Leader })
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cycle %d, node %d killed: %w", i+1, p.Leader, err)
+		}
+		r.Logf("cycle %d: leader %d killed, node %d leads", i+1, p.Leader, q.Leader)
 		if err := r.settle(ctx); err != nil {
 			return fmt.Errorf("cycle %d, node %d killed: %w", i+1, p.Leader, err)
 		}
@@ -298,7 +391,7 @@ func (r *run) leaderKill(ctx context.Context) error {
 		if err := r.inSync(ctx); err != nil {
 			return err
 		}
-		r.cycles++
+		r.cycleDone()
 		r.Logf("cycle %d/%d done: %+v", i+1, r.Cycles, r.ledger.Stats())
 		if err := r.settle(ctx); err != nil {
 			return err
@@ -329,7 +422,7 @@ func (r *run) leaderPause(ctx context.Context) error {
 		return err
 	}
 	r.marks = append(r.marks, time.Now())
-	r.cycles++
+	r.cycleDone()
 	return r.inSync(ctx)
 }
 
@@ -374,7 +467,7 @@ func (r *run) belowMinISR(ctx context.Context) error {
 		return err
 	}
 	r.marks = append(r.marks, time.Now())
-	r.cycles++
+	r.cycleDone()
 	return r.inSync(ctx)
 }
 
@@ -396,7 +489,7 @@ func (r *run) rollingRestart(ctx context.Context) error {
 		if err := r.inSync(ctx); err != nil {
 			return err
 		}
-		r.cycles++
+		r.cycleDone()
 		if err := r.settle(ctx); err != nil {
 			return err
 		}

@@ -27,8 +27,8 @@ type Load struct {
 	CallTimeout time.Duration
 }
 
-// writers runs a Load until stop; it owns its goroutines.
-type writers struct {
+// Writers runs a Load until Halt; it owns its goroutines.
+type Writers struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -37,9 +37,9 @@ type writers struct {
 	errs     map[string]int // failed calls by the first line of their error
 }
 
-// startLoad starts the writers on s, recording every call in l.
-func startLoad(s ledger.Appender, l *ledger.Ledger, ns string, ld Load) *writers {
-	w := &writers{stop: make(chan struct{}), errs: map[string]int{}}
+// StartLoad starts the writers on s, recording every call in l.
+func StartLoad(s ledger.Appender, l *ledger.Ledger, ns string, ld Load) *Writers {
+	w := &Writers{stop: make(chan struct{}), errs: map[string]int{}}
 	for i := range ld.Writers {
 		w.wg.Add(1)
 		go w.run(s, l, ns, ld, uint32(i+1))
@@ -47,7 +47,7 @@ func startLoad(s ledger.Appender, l *ledger.Ledger, ns string, ld Load) *writers
 	return w
 }
 
-func (w *writers) run(s ledger.Appender, l *ledger.Ledger, ns string, ld Load, id uint32) {
+func (w *Writers) run(s ledger.Appender, l *ledger.Ledger, ns string, ld Load, id uint32) {
 	defer w.wg.Done()
 	var seq uint64
 	var pace <-chan time.Time
@@ -98,15 +98,16 @@ func (w *writers) run(s ledger.Appender, l *ledger.Ledger, ns string, ld Load, i
 	}
 }
 
-// halt stops the writers once their calls in flight end, and waits.
-func (w *writers) halt() {
+// Halt stops the writers once their calls in flight end, and waits.
+func (w *Writers) Halt() {
 	close(w.stop)
 	w.wg.Wait()
 }
 
-// errors returns the failed calls' errors, most frequent first, as
-// "count × message".
-func (w *writers) errorSummary() (timeouts int, lines []string) {
+// Errors returns how many failed calls' errors matched kafka.ErrTimeout,
+// and every failed call's error, most frequent first, as "count × first
+// line".
+func (w *Writers) Errors() (timeouts int, lines []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	keys := slices.Collect(maps.Keys(w.errs))

@@ -38,22 +38,17 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.MetadataMinAge(100 * time.Millisecond),
 	}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout}
-	switch {
-	case cfg.Dialer != nil:
-		dial := cfg.Dialer
-		if cfg.TLS != nil {
-			tc, err := tlsConfig(cfg.TLS)
-			if err != nil {
-				return nil, err
-			}
-			dial = tlsOver(cfg.Dialer, tc, cfg.DialTimeout)
-		}
-		opts = append(opts, kgo.Dialer(dial))
-	case cfg.TLS != nil:
-		tc, err := tlsConfig(cfg.TLS)
-		if err != nil {
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		var err error
+		if tc, err = tlsConfig(cfg.TLS); err != nil {
 			return nil, err
 		}
+	}
+	switch {
+	case cfg.Dialer != nil:
+		opts = append(opts, kgo.Dialer(customDialer(cfg.Dialer, cfg.DialTimeout, tc)))
+	case tc != nil:
 		td := &tls.Dialer{NetDialer: dialer, Config: tc}
 		opts = append(opts, kgo.Dialer(td.DialContext))
 	default:
@@ -65,28 +60,26 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// tlsOver layers TLS on the connections dial opens, the handshake bounded
-// by timeout.
-func tlsOver(dial func(ctx context.Context, network, address string) (net.Conn, error), tc *tls.Config, timeout time.Duration) func(ctx context.Context, network, address string) (net.Conn, error) {
+// customDialer wraps Config.Dialer: DialTimeout bounds the dial and the
+// TLS handshake (when tc is set), as it does for the default dialer.
+func customDialer(dial func(ctx context.Context, network, address string) (net.Conn, error), timeout time.Duration, tc *tls.Config) func(ctx context.Context, network, address string) (net.Conn, error) {
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		c, err := dial(ctx, network, address)
-		if err != nil {
+		conn, err := dial(ctx, network, address)
+		if err != nil || tc == nil {
+			return conn, err
+		}
+		c := tc.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(address)
+		}
+		tconn := tls.Client(conn, c)
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
 			return nil, err
 		}
-		cfg := tc.Clone()
-		if cfg.ServerName == "" {
-			if host, _, err := net.SplitHostPort(address); err == nil {
-				cfg.ServerName = host
-			}
-		}
-		conn := tls.Client(c, cfg)
-		if err := conn.HandshakeContext(ctx); err != nil {
-			_ = c.Close()
-			return nil, err
-		}
-		return conn, nil
+		return tconn, nil
 	}
 }
 

@@ -115,6 +115,12 @@ type Config struct {
 	// DialTimeout bounds opening a connection to a broker. Default 3s.
 	DialTimeout time.Duration
 
+	// Dialer, when set, opens every connection to a broker instead of a
+	// net.Dialer with DialTimeout (TLS, when configured, runs over the
+	// connection it returns). For routing through proxies: kwal's fault
+	// tests put a TCP proxy in front of every broker this way.
+	Dialer func(ctx context.Context, network, address string) (net.Conn, error)
+
 	// RetryBackoff is the pause between retries of a retriable request.
 	// Default 100ms.
 	RetryBackoff time.Duration
@@ -161,12 +167,6 @@ type Config struct {
 
 	// TLS enables TLS to the brokers when non-nil.
 	TLS *TLSConfig
-
-	// Dialer, when set, opens the connections to the brokers in place of a
-	// net.Dialer with DialTimeout: for example through a proxy (kwal bench
-	// adds network latency with one). TLS, when set, is layered on the
-	// connections it returns. Default nil.
-	Dialer func(ctx context.Context, network, address string) (net.Conn, error) `json:"-"`
 
 	// SASL enables SASL authentication when non-nil.
 	SASL *SASLConfig

@@ -25,15 +25,20 @@ type costModel struct {
 	latency float64 // seconds a fetch costs beyond its bytes
 	rate    float64 // bytes per second a fetch streams
 	perOff  float64 // bytes per offset
-	learned int     // fetches folded in
+	learned int     // fetches folded in by this read
+	// Samples behind latency and rate (a store's last read's count too):
+	// the first replaces the prior, later ones move an average.
+	nLatency, nRate int
 }
 
-// Priors used until a fetch is measured: a local broker's round trip and a
-// conservative streaming rate. They only shape the first fetches of the
-// first read of a store.
+// Priors used until a fetch is measured: a local broker's round trip and
+// the rate a broker streams from its page cache (measured about 1 GB/s on
+// the local Kafka broker by a pipelined scan). The latency prior decides
+// nothing (see priced); the rate prior prices gaps until a fetch big
+// enough to measure the rate comes (a replay of few regions may fetch none).
 const (
 	priorLatency = 500 * time.Microsecond
-	priorRate    = 200e6
+	priorRate    = 1e9
 	// smallFetch is the size under which a fetch's time is taken as
 	// latency; bigger fetches measure the rate.
 	smallFetch = 64 << 10
@@ -47,32 +52,35 @@ func newCostModel() costModel {
 func (m *costModel) known() bool { return m.perOff > 0 }
 
 // learn folds one fetch in: it took took, returned n record-batch bytes
-// and advanced offsets offsets.
-func (m *costModel) learn(took time.Duration, n int, offsets int64) {
+// and advanced offsets offsets. timed is false for a fetch whose time says
+// nothing about the broker's costs (it opened its connection).
+func (m *costModel) learn(took time.Duration, n int, offsets int64, timed bool) {
 	if n <= 0 || offsets <= 0 {
 		return
 	}
-	ewma := func(old, x float64) float64 {
-		if old <= 0 {
+	ewma := func(old, x float64, seen int) float64 {
+		if old <= 0 || seen == 0 {
 			return x
 		}
 		return 0.7*old + 0.3*x
 	}
-	m.perOff = ewma(m.perOff, float64(n)/float64(offsets))
+	m.perOff = ewma(m.perOff, float64(n)/float64(offsets), 1)
 	d := took.Seconds()
-	if d <= 0 {
+	if d <= 0 || !timed {
 		return
 	}
 	m.learned++
 	if n <= smallFetch {
 		// Mostly latency: the bytes at the current rate are subtracted.
-		m.latency = max(ewma(m.latency, d-float64(n)/m.rate), 1e-6)
+		m.latency = max(ewma(m.latency, d-float64(n)/m.rate, m.nLatency), 1e-6)
+		m.nLatency++
 		return
 	}
 	// Streaming time is what the fetch took beyond a fetch's latency;
 	// never less than half the fetch (a latency estimate too high must
 	// not make the rate look infinite).
-	m.rate = ewma(m.rate, float64(n)/max(d-m.latency, d/2))
+	m.rate = ewma(m.rate, float64(n)/max(d-m.latency, d/2), m.nRate)
+	m.nRate++
 }
 
 // bytes estimates the bytes of offsets offsets.
@@ -81,9 +89,16 @@ func (m *costModel) bytes(offsets int64) float64 { return float64(offsets) * m.p
 // fetchCost is the connection time of one fetch of n bytes.
 func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
 
+// priced reports whether the latency was measured (by this read or the
+// store's last one); until then the model fetches only what the plan asks
+// (a prior latency must not talk a read into fetching through gaps).
+func (m *costModel) priced() bool { return m.nLatency > 0 }
+
 // throughGap reports whether streaming a gap of gapBytes costs less than
 // the latency of the extra fetch that skipping it needs.
-func (m *costModel) throughGap(gapBytes float64) bool { return gapBytes/m.rate <= m.latency }
+func (m *costModel) throughGap(gapBytes float64) bool {
+	return m.priced() && gapBytes/m.rate <= m.latency
+}
 
 // planCosts estimates, in connection time, fetching the ranges as the
 // fetcher would (merging through cheap gaps, chunks of at most target
@@ -100,7 +115,7 @@ func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, sc
 	for i := 1; i < len(ranges); i++ {
 		gap := m.bytes(ranges[i].Start - ranges[i-1].End)
 		next := m.bytes(ranges[i].End - ranges[i].Start)
-		if m.throughGap(gap) {
+		if m.throughGap(gap) && cur+gap+next <= target {
 			cur += gap + next
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -85,6 +86,7 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
+	shared   int // fetches in flight when it started, itself included
 	done     chan fetchResult
 	join     *sub
 }
@@ -112,11 +114,16 @@ func (f *fetcher) target() float64 {
 	return float64(max(int64(f.s.cfg.FetchMaxBytes)/int64(f.conns()), int64(f.s.cfg.MaxBatchBytes)))
 }
 
-// limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
-// little above it, so that the broker stops at the chunk's end rather than
-// sending the batches that follow it.
-func (f *fetcher) limit(est float64) int32 {
-	return int32(min(max(est*1.02+1, 1), float64(f.s.cfg.FetchMaxBytes)))
+// limit turns an estimate of a chunk's bytes into a fetch's byte limit. An
+// indexed chunk asks a little above it, so that the broker stops at the
+// chunk's end (an estimate just short costs another fetch); a scan chunk
+// asks for the estimate, since what it gets beyond its end the next chunk
+// fetches again.
+func (f *fetcher) limit(est float64, scan bool) int32 {
+	if !scan {
+		est = est*1.02 + 1
+	}
+	return int32(min(max(est, 1), float64(f.s.cfg.FetchMaxBytes)))
 }
 
 // run fetches until the plan is done, an error is sent, or ctx ends. accept
@@ -173,16 +180,33 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			send(fetched{err: err})
 			return
 		}
+		if debugFetch {
+			println("fetch", head.off, head.rg.Start, head.rg.End, head.maxBytes, res.bytes, res.next, res.took.String(), f.model.latency, f.model.rate, f.model.perOff)
+		}
 		if res.bytes > 0 {
-			f.model.learn(res.took, res.bytes, res.next-head.off)
+			// The first batch may begin below head.off: its bytes
+			// span from its base. A fetch that shared the broker with
+			// others took their time too: its own cost is its share.
+			f.model.learn(res.took/time.Duration(max(head.shared, 1)), res.bytes, res.next-res.base, res.warm)
 		}
 		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next}) || res.fp.Err != nil {
 			return
 		}
 		f.sent = max(f.sent, min(res.next, head.rg.End))
+		if rest := (index.Range{Start: res.next, End: head.rg.End, Scan: head.rg.Scan}); rest.Start < rest.End &&
+			len(f.queue) == 1 && rest.End == f.frontier && f.model.bytes(rest.End-rest.Start) > f.target() {
+			// A big rest with nothing queued behind it (the first fetch,
+			// sent before the model knew what an offset weighs, took a
+			// whole range): back to the plan, to be cut into chunks that
+			// are fetched concurrently.
+			f.pending = slices.Insert(f.pending, 0, rest)
+			f.frontier = rest.Start
+			f.queue = f.queue[:0]
+			continue
+		}
 		if res.next < head.rg.End {
 			// The rest of the chunk comes before anything behind it.
-			cont := &slot{rg: head.rg, off: res.next, maxBytes: f.limit(f.model.bytes(head.rg.End - res.next))}
+			cont := &slot{rg: head.rg, off: res.next, maxBytes: f.limit(f.model.bytes(head.rg.End-res.next), head.rg.Scan)}
 			f.queue[0] = cont
 			f.start(ctx, &running, cont)
 			continue
@@ -230,8 +254,9 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	sl.started = true
 	sl.done = make(chan fetchResult, 1)
 	f.inflight++
+	sl.shared = f.inflight
 	f.inBytes += int64(sl.maxBytes)
-	cl := f.s.fetchClient(f.client)
+	cl, warm := f.s.fetchClient(f.client)
 	f.client++
 	leader, id, mode := f.leader, f.topicID, f.mode(sl.rg)
 	running.Add(1)
@@ -239,7 +264,9 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		defer running.Done()
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 		defer cancel()
-		sl.done <- f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+		res.warm = warm
+		sl.done <- res
 	}()
 }
 
@@ -260,7 +287,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0) {
 			return
 		}
-		if !f.decided && f.model.known() {
+		if !f.decided && f.model.priced() {
 			f.decide()
 		}
 		f.queue = append(f.queue, f.cut())
@@ -289,7 +316,7 @@ func (f *fetcher) cut() *slot {
 			chunk := index.Range{Start: rg.Start, End: rg.Start + n, Scan: rg.Scan}
 			f.pending[0].Start = chunk.End
 			f.frontier = chunk.End
-			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n))}
+			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n), rg.Scan)}
 		}
 	}
 	i := 1
@@ -306,11 +333,13 @@ func (f *fetcher) cut() *slot {
 	}
 	f.pending = f.pending[i:]
 	f.frontier = rg.End
-	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est)}
+	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est, rg.Scan)}
 }
 
 // decide picks the cheaper of the remaining plan and a scan of its span,
-// once the model can price them. The scan keeps every record the plan
+// once the model can price them. The gap rule (throughGap) makes most
+// plans no dearer than their scan already; this catches the rest, such as
+// a plan whose gaps are all cheap (one scan, cut evenly). The scan keeps every record the plan
 // would have read (it covers the plan), so the choice changes cost only.
 func (f *fetcher) decide() {
 	f.decided = true
@@ -326,7 +355,8 @@ func (f *fetcher) decide() {
 	f.stats.estIndexed = time.Duration(idx * float64(time.Second))
 	f.stats.estScan = time.Duration(scan * float64(time.Second))
 	f.stats.plan = "indexed"
-	if scan < idx {
+	// A tie goes to the scan: the same bytes in fewer, evenly cut fetches.
+	if scan <= idx*(1+1e-9) {
 		span := index.Range{Start: f.pending[0].Start, End: f.pending[len(f.pending)-1].End}
 		for _, r := range f.pending {
 			span.Scan = span.Scan || r.Scan
@@ -363,7 +393,7 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 	for _, r := range subtractRanges(below, covered) {
 		mb := int32(f.target())
 		if f.model.known() {
-			mb = f.limit(f.model.bytes(r.End - r.Start))
+			mb = f.limit(f.model.bytes(r.End-r.Start), r.Scan)
 		} else if !r.Scan {
 			mb = 1
 		}
@@ -425,3 +455,5 @@ func subtractRanges(rs, cover []index.Range) []index.Range {
 	}
 	return out
 }
+
+var debugFetch = os.Getenv("KWAL_DEBUG_FETCH") != ""

@@ -19,6 +19,7 @@ type metrics struct {
 	skipped       *prometheus.CounterVec // kind: other_region, duplicate, orphan, incomplete, corrupt, foreign, before_start
 	fetchLatency  prometheus.Histogram
 	fetches       *prometheus.CounterVec // mode
+	prunePinned   *prometheus.GaugeVec   // namespace
 }
 
 func newMetrics() *metrics {
@@ -47,11 +48,14 @@ func newMetrics() *metrics {
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_read_fetches_total", Help: "Fetch requests issued by reads, by mode (indexed, scan).",
 		}, []string{"mode"}),
+		prunePinned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_prune_pinned_bytes", Help: "Estimated log bytes that the region holding the prune point back pins (what Prune could delete once it declares its entries obsolete), per namespace, as of the last Prune.",
+		}, []string{"namespace"}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(m.worker.Collectors(), m.appendLatency, m.entriesRead, m.bytesRead, m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches)
+	return append(m.worker.Collectors(), m.appendLatency, m.entriesRead, m.bytesRead, m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches, m.prunePinned)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

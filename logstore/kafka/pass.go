@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type pass struct {
 
 	joins    chan joinReq
 	fetching chan struct{} // closed when the fetcher ended: joins are refused
+	flushed  chan struct{} // closed when the pass first hands entries over: joins are refused
 	finished chan struct{} // closed when the pass ended: err and stats are final
 	cancel   context.CancelFunc
 
@@ -45,31 +47,41 @@ type pass struct {
 // sub is one read's end of a pass.
 type sub struct {
 	from map[uint64]int64      // first offset wanted, per region
-	out  chan []logstore.Entry // the read's entries in ID order (unbuffered)
+	out  chan []logstore.Entry // the read's entries in ID order (one batch buffered)
 	gone chan struct{}         // closed when the read leaves
 }
 
 // joinOrStart puts the read sb, which plans ranges, into a running pass of
-// topic that can take it, or starts a pass for it.
-func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
+// topic that can take it, or starts a pass for it. The store's pass lock
+// is held throughout, so that reads starting together find each other's
+// pass rather than each starting one; a join waits at most for the
+// fetcher to finish handing over a response.
+func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) (*pass, error) {
 	s.passMu.Lock()
-	candidates := slices.Clone(s.passes[topic])
-	s.passMu.Unlock()
-	for _, p := range candidates {
+	defer s.passMu.Unlock()
+	for _, p := range s.passes[topic] {
 		if p.noIndex == noIndex && p.end == end && p.tryJoin(sb, ranges) {
-			return p
+			return p, nil
 		}
 	}
-	return s.startPass(topic, noIndex, end, sb, ranges)
+	if !s.addReadGoroutines(2) {
+		return nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
+	}
+	return s.startPass(topic, noIndex, end, sb, ranges), nil
 }
 
-// tryJoin asks p's fetcher to take the read in.
+// tryJoin asks p's fetcher to take the read in. A pass that has handed
+// entries to a read takes no more: a read could then be started inside the
+// loop of one of its reads, and wait on the pass while the pass waits on
+// that loop.
 func (p *pass) tryJoin(sb *sub, ranges []index.Range) bool {
 	req := joinReq{sub: sb, ranges: ranges, reply: make(chan bool, 1)}
 	select {
 	case p.joins <- req:
 		return <-req.reply
 	case <-p.fetching:
+		return false
+	case <-p.flushed:
 		return false
 	}
 }
@@ -81,8 +93,16 @@ func (p *pass) accept() bool {
 	if p.stopping {
 		return false
 	}
+	select {
+	case <-p.flushed:
+		return false
+	default:
+	}
 	p.subs++
 	p.reads++
+	if h := p.s.joinHook; h != nil {
+		h()
+	}
 	return true
 }
 
@@ -103,31 +123,29 @@ func (p *pass) leave(sb *sub) {
 	}
 }
 
-// startPass starts a pass over ranges for the read sb.
+// startPass starts a pass over ranges for the read sb; s.passMu is held,
+// and its two goroutines are counted in s.passWG.
 func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
 	ctx, cancel := context.WithCancel(s.readCtx)
-	s.passMu.Lock()
 	s.passSeq++
-	p := &pass{s: s, id: s.passSeq, topic: topic, noIndex: noIndex, end: end, cancel: cancel,
-		joins: make(chan joinReq), fetching: make(chan struct{}), finished: make(chan struct{}), subs: 1, reads: 1}
+	p := &pass{s: s, id: s.passSeq, topic: topic, noIndex: noIndex, end: end, cancel: cancel, joins: make(chan joinReq),
+		fetching: make(chan struct{}), flushed: make(chan struct{}), finished: make(chan struct{}), subs: 1, reads: 1}
 	s.passes[topic] = append(s.passes[topic], p)
-	s.passMu.Unlock()
 
 	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
-		pending: slices.Clone(ranges), frontier: ranges[0].Start, sent: ranges[0].Start, queue: []*slot{{join: sb}}}
+		pending: slices.Clone(ranges), frontier: ranges[0].Start, queue: []*slot{{join: sb}}}
 	f.stats.plan = "indexed"
 	if noIndex || (len(ranges) == 1 && ranges[0].Scan) {
 		f.stats.plan = "scan"
 	}
-	rt := &router{regions: make(map[uint64][]*route)}
+	rt := &router{regions: make(map[uint64][]*route), flushed: p.flushed}
 	r := &reader{s: s, topic: topic, end: end, asm: record.NewAssembler(), from: make(map[uint64]int64), route: rt, yield: rt.dispatch}
 	ch := make(chan fetched)
-	s.passWG.Add(2)
 	go func() {
 		defer s.passWG.Done()
-		defer close(p.fetching)
-		defer close(ch)
 		f.run(ctx, ch, p.joins, p.accept)
+		close(ch)
+		close(p.fetching) // before forgetPass: a join holding s.passMu waits on it
 		s.models.save(topic, f.model)
 		s.forgetPass(p)
 	}()
@@ -169,19 +187,34 @@ func (s *LogStore) forgetPass(p *pass) {
 // consume yields the read's entries as the pass hands them over, until the
 // pass ends (its error is the read's), the caller stops, or ctx ends.
 func (sb *sub) consume(ctx context.Context, p *pass, yield func(logstore.Entry, error) bool, st *ReadStats) error {
+	take := func(es []logstore.Entry) bool {
+		for _, e := range es {
+			st.Entries++
+			st.EntryBytes += int64(len(e.Data))
+			if !yield(e, nil) {
+				p.leave(sb)
+				p.statsInto(st)
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		select {
 		case es := <-sb.out:
-			for _, e := range es {
-				st.Entries++
-				st.EntryBytes += int64(len(e.Data))
-				if !yield(e, nil) {
-					p.leave(sb)
-					p.statsInto(st)
-					return errStop
-				}
+			if !take(es) {
+				return errStop
 			}
 		case <-p.finished:
+			// Every hand-over happened before finished closed; the last
+			// may still wait in the channel's buffer.
+			select {
+			case es := <-sb.out:
+				if !take(es) {
+					return errStop
+				}
+			default:
+			}
 			p.statsInto(st)
 			return p.err
 		case <-ctx.Done():
@@ -214,6 +247,7 @@ func (p *pass) statsInto(st *ReadStats) {
 type router struct {
 	regions map[uint64][]*route
 	routes  []*route
+	flushed chan struct{} // closed at the first hand-over
 }
 
 // route is one read's queue of entries for the response being decoded.
@@ -253,13 +287,18 @@ func (rt *router) dispatch(e logstore.Entry, _ error) bool {
 	return true
 }
 
-// flush hands each read its queued entries, waiting for reads still busy
-// with their previous batch (this is what bounds a pass's memory: it never
-// runs more than one response ahead of its slowest read).
+// flush hands each read its queued entries, waiting only for a read that
+// has a batch waiting already. This is what bounds a pass's memory: it
+// runs at most two responses ahead of its slowest read, however many reads
+// it serves.
 func (rt *router) flush(ctx context.Context) error {
 	for _, ro := range rt.routes {
 		if ro.gone || len(ro.batch) == 0 {
 			continue
+		}
+		if rt.flushed != nil {
+			close(rt.flushed)
+			rt.flushed = nil
 		}
 		select {
 		case ro.sub.out <- ro.batch:

@@ -1,15 +1,19 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
 // ErrCannotPrune is matched by Prune's error when the index cannot prove
@@ -21,36 +25,119 @@ var ErrCannotPrune = errors.New("kwal: nothing can be proven safe to prune")
 // (an extension of the logstore contract), and returns the first entry ID
 // still available. A record may go only when the index accounts for every
 // offset from the log's start up to it and no region still holds an entry
-// there: every region with indexed records has declared them obsolete
-// (Obsolete) below that point. So a region that never called Obsolete
-// keeps everything from its first record on, and records the index has not
-// seen (another writer's, not yet read) are never deleted. A read from
-// below the new start then fails with ErrPruned. Kafka's DeleteRecords does
-// the deletion; services that refuse it return its error.
+// there: every region with records there has declared them obsolete
+// (Obsolete, by this store or by any other writing the topic: the marks are
+// in the log) below that point. So a region that never called Obsolete
+// keeps everything from its first record on. Prune first brings the index
+// up to the log's end (scanning what it does not account for: other
+// stores' records), then writes a prune mark stating what it is about to
+// delete, then deletes with Kafka's DeleteRecords (services that refuse it
+// return its error). Reads from below the new start fail with ErrPruned
+// only for a region that lost entries it had not declared obsolete
+// (index/doc.go, "Pruning").
 func (s *LogStore) Prune(ctx context.Context, namespace string) (logstore.EntryID, error) {
-	if err := s.begin("prune"); err != nil {
+	res, err := s.prune(ctx, namespace, false)
+	if err != nil {
 		return 0, err
+	}
+	return res.FirstID, nil
+}
+
+// PruneResult is what PruneWith did, or, for a dry run, would do.
+type PruneResult struct {
+	PruneStatus
+	// Deleted is set when records were deleted: those with IDs in
+	// [Before, FirstID).
+	Deleted bool
+	// Before is the log's first ID before the call.
+	Before logstore.EntryID
+}
+
+// PruneStatus reports what holds pruning back in a namespace: the prune
+// point, and the regions that keep the log from shrinking beyond it with
+// the bytes each one pins (an extension of the logstore contract).
+type PruneStatus struct {
+	Namespace string
+	// FirstID is the first ID the log holds (after a prune: its new start);
+	// LatestID is LatestEntryID.
+	FirstID, LatestID logstore.EntryID
+	// PrunePoint is the lowest ID Prune must keep: no region needs any
+	// record below it. It equals FirstID when nothing can go.
+	PrunePoint logstore.EntryID
+	// LogBytes is the partition's size on the broker (0 when the broker
+	// does not report it); PrunableBytes estimates the bytes below
+	// PrunePoint (after a prune: the bytes it deleted). Estimates spread
+	// LogBytes evenly over the log's offsets.
+	LogBytes, PrunableBytes int64
+	// Holders are the regions that still need records, ordered by their
+	// first needed record: the first holds PrunePoint back.
+	Holders []PruneHolder
+	// Reason says why nothing can be pruned when PrunePoint == FirstID.
+	Reason string
+}
+
+// PruneHolder is a region that keeps records from being pruned.
+type PruneHolder struct {
+	Region logstore.RegionID
+	// FirstNeeded is the ID of the region's first record still needed.
+	FirstNeeded logstore.EntryID
+	// ObsoleteUpTo is the region's Obsolete point (0 when it never
+	// declared one).
+	ObsoleteUpTo logstore.EntryID
+	// PinnedBytes estimates the bytes between this region's first needed
+	// record and the next holder's: what Prune could delete once this
+	// region (and every holder before it) declared them obsolete.
+	PinnedBytes int64
+}
+
+// PruneOptions tune PruneWith.
+type PruneOptions struct {
+	// DryRun reports what Prune would do without writing or deleting.
+	DryRun bool
+}
+
+// PruneWith is Prune with options, reporting what was (or would be)
+// deleted and what holds the rest back.
+func (s *LogStore) PruneWith(ctx context.Context, namespace string, opts PruneOptions) (PruneResult, error) {
+	return s.prune(ctx, namespace, opts.DryRun)
+}
+
+func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (PruneResult, error) {
+	if err := s.begin("prune"); err != nil {
+		return PruneResult{}, err
 	}
 	defer s.end()
 	if err := validateTopic(namespace); err != nil {
-		return 0, err
+		return PruneResult{}, err
 	}
 	g, ok := s.index.(statser)
 	if !ok {
-		return 0, fmt.Errorf("kwal: prune %q: the index is off: %w", namespace, ErrCannotPrune)
+		return PruneResult{}, fmt.Errorf("kwal: prune %q: the index is off: %w", namespace, ErrCannotPrune)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	start, _, err := s.offsets(ctx, namespace)
+	start, end, err := s.offsets(ctx, namespace)
 	if err != nil {
-		return 0, err
+		return PruneResult{}, err
 	}
-	point, err := prunePoint(g, namespace, start)
+	if err := s.catchUpIndex(ctx, namespace, start, end); err != nil {
+		return PruneResult{}, fmt.Errorf("kwal: prune %q: bringing the index up to the log's end: %w", namespace, err)
+	}
+	st, point, err := s.pruneStatus(ctx, g, namespace, start, end)
 	if err != nil {
-		return 0, err
+		return PruneResult{}, err
 	}
-	if point <= start {
-		return logstore.EntryID(start + 1), nil
+	res := PruneResult{PruneStatus: st, Before: logstore.EntryID(start + 1)}
+	var pinned int64
+	if len(st.Holders) > 0 {
+		pinned = st.Holders[0].PinnedBytes
+	}
+	s.metrics.prunePinned.WithLabelValues(namespace).Set(float64(pinned))
+	if point <= start || dryRun {
+		return res, nil
+	}
+	if err := s.writePruneMark(ctx, namespace, g, start, end, point); err != nil {
+		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
 	}
 	var os kadm.Offsets
 	os.Add(kadm.Offset{Topic: namespace, Partition: partition, At: point})
@@ -59,10 +146,12 @@ func (s *LogStore) Prune(ctx context.Context, namespace string) (logstore.EntryI
 		err = resp.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
+		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
 	}
 	s.log.Info("kwal: pruned", "topic", namespace, "before_offset", point, "first_id", point+1)
-	return logstore.EntryID(point + 1), nil
+	res.Deleted = true
+	res.FirstID = logstore.EntryID(point + 1)
+	return res, nil
 }
 
 // statser is what Prune needs from the index; *index.Global has it.
@@ -70,21 +159,179 @@ type statser interface {
 	Stats(topic string, regions bool) (index.TopicStats, bool)
 }
 
-// prunePoint is the offset below which nothing is needed: the lowest
-// offset any region still holds, or the index's watermark, whichever is
-// lower; an error when the index does not account for the log from start.
-func prunePoint(g statser, topic string, start int64) (int64, error) {
+// pruneStatus computes the prune point (an offset) and describes what holds
+// it back.
+func (s *LogStore) pruneStatus(ctx context.Context, g statser, topic string, start, end int64) (PruneStatus, int64, error) {
+	st := PruneStatus{Namespace: topic, FirstID: logstore.EntryID(start + 1), LatestID: logstore.EntryID(end), PrunePoint: logstore.EntryID(start + 1)}
+	if end <= start {
+		st.Reason = "the log is empty"
+		return st, start, nil
+	}
 	ts, ok := g.Stats(topic, true)
 	if !ok || !ts.Covered || ts.C > start {
-		return 0, fmt.Errorf("kwal: prune %q: the index does not account for the log from its start (offset %d): %w", topic, start, ErrCannotPrune)
+		st.Reason = fmt.Sprintf("the index does not account for the log from its start (offset %d)", start)
+		return st, start, nil
 	}
 	point := ts.W
 	for _, r := range ts.Regions {
 		if r.Entries > 0 {
 			point = min(point, r.First)
+			st.Holders = append(st.Holders, PruneHolder{Region: logstore.RegionID(r.Region), FirstNeeded: logstore.EntryID(r.First + 1), ObsoleteUpTo: logstore.EntryID(r.ObsoleteBelow)})
 		}
 	}
-	return point, nil
+	point = max(point, start)
+	slices.SortFunc(st.Holders, func(a, b PruneHolder) int {
+		return cmp.Or(cmp.Compare(a.FirstNeeded, b.FirstNeeded), cmp.Compare(a.Region, b.Region))
+	})
+	st.LogBytes = s.logBytes(ctx, topic)
+	perOffset := 0.0
+	if end > start {
+		perOffset = float64(st.LogBytes) / float64(end-start)
+	}
+	for i := range st.Holders {
+		next := ts.W
+		if i+1 < len(st.Holders) {
+			next = int64(st.Holders[i+1].FirstNeeded) - 1
+		}
+		st.Holders[i].PinnedBytes = int64(float64(next-int64(st.Holders[i].FirstNeeded)+1) * perOffset)
+	}
+	st.PrunePoint = logstore.EntryID(point + 1)
+	st.PrunableBytes = int64(float64(point-start) * perOffset)
+	if point <= start {
+		if len(st.Holders) > 0 {
+			h := st.Holders[0]
+			st.Reason = fmt.Sprintf("region %d still needs its entries from ID %d (its Obsolete point is %d)", h.Region, h.FirstNeeded, h.ObsoleteUpTo)
+		} else {
+			st.Reason = "no record below the index's watermark is obsolete"
+		}
+	}
+	return st, point, nil
+}
+
+// logBytes returns the partition's size as its leader reports it, 0 when
+// the broker does not say (the figures are then left at 0).
+func (s *LogStore) logBytes(ctx context.Context, topic string) int64 {
+	var set kadm.TopicsSet
+	set.Add(topic, partition)
+	dirs, err := s.adm.DescribeAllLogDirs(ctx, set)
+	if err != nil {
+		s.log.Debug("kwal: describing log dirs", "topic", topic, "err", err)
+	}
+	var size int64
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if p, ok := d.Topics.Lookup(topic, partition); ok {
+			size = max(size, p.Size)
+		}
+	})
+	return size
+}
+
+// catchUpIndex scans what the index does not account for between the log's
+// start and end (another store's records, or a lost or stale index), so
+// that it accounts for the whole log and has taken in every mark in it.
+func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end int64) error {
+	g, ok := s.index.(statser)
+	if !ok || end <= start {
+		return nil
+	}
+	s.startIndexForRead(topic, start, end)
+	if ls, ok := s.index.(logStarter); ok {
+		// With a producer open, Start was skipped: records deleted below
+		// start (by retention) must not keep holding the prune point.
+		ls.LogStarts(topic, start)
+	}
+	ts, _ := g.Stats(topic, false)
+	var ranges []index.Range
+	if !ts.Covered || ts.C > start {
+		ranges = append(ranges, index.Range{Start: start, End: end, Scan: true})
+	} else if ts.W < end {
+		ranges = append(ranges, index.Range{Start: ts.W, End: end, Scan: true})
+	}
+	if len(ranges) == 0 {
+		return nil
+	}
+	// A pass of its own (no read joins it), whose decoding loop reports
+	// the scanned records to the index and notes the marks. Records that
+	// are not kwal's hold no entry: they may go. A corrupt kwal record may
+	// be any region's entry: it fails the catch-up, and so Prune, which
+	// then deletes nothing.
+	f := &fetcher{s: s, topic: topic, model: s.models.load(topic), pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
+	f.stats.plan = "scan"
+	r := &reader{s: s, topic: topic, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, foreignOK: true,
+		route: &router{regions: map[uint64][]*route{}}}
+	r.yield = r.route.dispatch
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan fetched)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		f.run(ctx, ch, nil, func() bool { return false })
+	}()
+	err := r.consume(ctx, ch)
+	cancel()
+	for range ch { // let the fetcher finish a send in progress
+	}
+	<-done
+	r.flushMetrics()
+	if err == nil {
+		s.models.save(topic, f.model)
+	}
+	return err
+}
+
+// logStarter is how Prune tells the index where the log begins now;
+// *index.Global has it.
+type logStarter interface {
+	LogStarts(topic string, logStart int64)
+}
+
+// writePruneMark writes the mark that vouches for deleting below point:
+// every region the index knows an Obsolete point of, merged with the table
+// of the prune mark that vouched for the current log start (whose regions'
+// records below it are gone from the index). When no mark vouches for the
+// start (retention moved it, or nothing was ever pruned and start is 0),
+// the new mark speaks for [start, point) only, or [0, point) when start is
+// 0.
+func (s *LogStore) writePruneMark(ctx context.Context, topic string, g statser, start, end, point int64) error {
+	m := record.Mark{Prune: true, From: start, Point: point}
+	table := map[uint64]int64{}
+	if start > 0 {
+		if pm, ok := s.vouchingMark(ctx, topic, start, end); ok {
+			m.From = pm.m.From
+			for _, rp := range pm.m.Obsolete {
+				table[rp.Region] = rp.Before
+			}
+		}
+	} else {
+		m.From = 0
+	}
+	ts, _ := g.Stats(topic, true)
+	for _, r := range ts.Regions {
+		if r.ObsoleteBelow > 0 {
+			table[r.Region] = max(table[r.Region], r.ObsoleteBelow)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(table)) {
+		m.Obsolete = append(m.Obsolete, record.RegionPoint{Region: id, Before: table[id]})
+	}
+	_, err := s.writeMark(ctx, topic, m)
+	return err
+}
+
+// vouchingMark returns a prune mark whose Point is at or above start: the
+// one known, or one found by scanning from start.
+func (s *LogStore) vouchingMark(ctx context.Context, topic string, start, end int64) (pruneMark, bool) {
+	if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
+		return pm, true
+	}
+	pm, ok, err := s.findPruneMark(ctx, topic, start, end)
+	if err != nil {
+		s.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
+		return pruneMark{}, false
+	}
+	return pm, ok
 }
 
 // pruneLoop runs Prune on every namespace the index knows, every interval,

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,16 +67,21 @@ func TestPruneDeletesOnlyWhatNoRegionNeeds(t *testing.T) {
 	require.Len(t, got, 6)
 	require.Equal(t, "r2-4", string(got[0].Data))
 
-	// Another writer's record, unseen by the index, stops pruning there.
+	// Another store's entry, unseen by this store's index until Prune
+	// scans for it, stops pruning there; a record that is not kwal's holds
+	// no entry and does not.
 	rawProduce(t, brokers, &kgo.Record{Topic: topic, Value: []byte("foreign")})
+	other := openStore(t, brokers, nil)
+	res, err := other.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 3, Data: []byte("r3")}})
+	require.NoError(t, err)
 	appendN(2)
 	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][11]))
 	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][11]))
-	foreign := ids[2][9] // the foreign record sits right after the 10th call
 	first, err = s.Prune(ctx, topic)
 	require.NoError(t, err)
-	require.LessOrEqual(t, first, foreign+1, "the unseen record is kept")
-	require.Greater(t, first, ids[2][4])
+	require.Equal(t, res.LastEntryIDs[3], first, "region 3's entry is kept, the foreign record before it is not")
+	require.Len(t, collect(t, s.Read(ctx, topic, 3, 0)), 1)
+	require.Len(t, collect(t, other.Read(ctx, topic, 3, 0)), 1)
 
 	off := openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true })
 	_, err = off.Prune(ctx, topic)
@@ -121,4 +128,194 @@ func TestPruneReportsARefusal(t *testing.T) {
 	_, err = s.Prune(ctx, topic)
 	require.ErrorIs(t, err, kerr.PolicyViolation)
 	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 2, "nothing was deleted")
+}
+
+// TestPruneKeepsOtherRegionsReplayable is issue 14's simplest case: region
+// 1 never flushed (replays from ID 1), region 2 flushed its first entry at
+// offset 0, Prune deletes offset 0; region 1's replay from ID 1 must return
+// all of its entries, and so must a restarted store's, with and without its
+// index directory. Region 2 replays from its flushed ID + 1, and a read of
+// region 2 from ID 1 (whose entry was deleted) fails with ErrPruned.
+func TestPruneKeepsOtherRegionsReplayable(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	ctx := context.Background()
+	topic := newTopic(t)
+	var first2 logstore.EntryID
+	for i, r := range []logstore.RegionID{2, 1, 2, 1} {
+		res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
+		require.NoError(t, err)
+		if i == 0 {
+			first2 = res.LastEntryIDs[2]
+		}
+	}
+	require.Equal(t, logstore.EntryID(1), first2)
+	require.NoError(t, s.Obsolete(ctx, topic, 2, first2))
+	got, err := s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, logstore.EntryID(2), got, "offset 0 was deleted")
+
+	check := func(s *kafka.LogStore, when string) {
+		r1 := collect(t, s.Read(ctx, topic, 1, 1))
+		require.Len(t, r1, 2, when)
+		require.Equal(t, "r1-1", string(r1[0].Data), when)
+		r2 := collect(t, s.Read(ctx, topic, 2, first2+1))
+		require.Len(t, r2, 1, when)
+		both := collect(t, s.ReadRegions(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0, 2: first2 + 1}))
+		require.Len(t, both, 3, when)
+		_, err := readErr(s.Read(ctx, topic, 2, 1))
+		var pe *logstore.PrunedError
+		require.ErrorAs(t, err, &pe, when)
+		require.Equal(t, logstore.EntryID(2), pe.FirstAvailable, when)
+	}
+	check(s, "same store")
+	require.NoError(t, s.Close())
+	check(openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir }), "restarted")
+	check(openStore(t, brokers, nil), "restarted without its index directory")
+	check(openStore(t, brokers, func(c *kafka.Config) { c.DisableIndex = true }), "no index")
+}
+
+// TestPruneWithReportsWhatHoldsItBack protects the prune report: a dry run
+// names the prune point and the regions holding it back, lowest first,
+// with the bytes each pins (what flushing it would free) and deletes
+// nothing; the metric carries the first holder's bytes; the prune itself
+// reports what it deleted, and the next one why nothing could go.
+func TestPruneWithReportsWhatHoldsItBack(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	s := openStore(t, testutil.Brokers(t), func(c *kafka.Config) { c.Registerer = reg })
+	ctx := context.Background()
+	topic := newTopic(t)
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	data := make([]byte, 1024)
+	for round := range 10 {
+		for _, r := range []logstore.RegionID{1, 2, 3} {
+			if r == 3 && round < 5 {
+				continue
+			}
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: data}})
+			require.NoError(t, err)
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][2]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][7]))
+
+	dry, err := s.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+	require.NoError(t, err)
+	require.False(t, dry.Deleted)
+	require.Equal(t, logstore.EntryID(1), dry.FirstID)
+	require.Equal(t, ids[1][3], dry.PrunePoint)
+	require.Len(t, dry.Holders, 3)
+	for i, want := range []kafka.PruneHolder{
+		{Region: 1, FirstNeeded: ids[1][3], ObsoleteUpTo: ids[1][2]},
+		{Region: 3, FirstNeeded: ids[3][0]},
+		{Region: 2, FirstNeeded: ids[2][8], ObsoleteUpTo: ids[2][7]},
+	} {
+		got := dry.Holders[i]
+		require.Equal(t, want.Region, got.Region, "holder %d", i)
+		require.Equal(t, want.FirstNeeded, got.FirstNeeded, "holder %d", i)
+		require.Equal(t, want.ObsoleteUpTo, got.ObsoleteUpTo, "holder %d", i)
+	}
+	t.Logf("log bytes %d, holders %+v", dry.LogBytes, dry.Holders)
+	if dry.LogBytes > 0 { // the broker reports partition sizes
+		h := dry.Holders
+		require.Positive(t, h[0].PinnedBytes)
+		// Region 1 pins the offsets up to region 3's first entry, at the
+		// log's average bytes per offset.
+		require.InDelta(t, float64(dry.LogBytes)*float64(h[1].FirstNeeded-h[0].FirstNeeded)/float64(dry.LatestID),
+			float64(h[0].PinnedBytes), float64(dry.LogBytes)/float64(dry.LatestID)+1)
+		require.LessOrEqual(t, dry.PrunableBytes+h[0].PinnedBytes+h[1].PinnedBytes+h[2].PinnedBytes, dry.LogBytes)
+	}
+	require.Equal(t, float64(dry.Holders[0].PinnedBytes), gauge(t, reg, "kwal_prune_pinned_bytes", topic))
+	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 10, "a dry run deletes nothing")
+
+	res, err := s.PruneWith(ctx, topic, kafka.PruneOptions{})
+	require.NoError(t, err)
+	require.True(t, res.Deleted)
+	require.Equal(t, logstore.EntryID(1), res.Before)
+	require.Equal(t, ids[1][3], res.FirstID)
+
+	res, err = s.PruneWith(ctx, topic, kafka.PruneOptions{})
+	require.NoError(t, err)
+	require.False(t, res.Deleted)
+	require.Equal(t, ids[1][3], res.FirstID)
+	require.Contains(t, res.Reason, fmt.Sprintf("region 1 still needs its entries from ID %d", ids[1][3]))
+}
+
+// gauge returns the value of the gauge name{namespace=ns} in reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, ns string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "namespace" && l.GetValue() == ns {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{namespace=%q}", name, ns)
+	return 0
+}
+
+// TestRetentionPastEveryPruneIsNotVouched states the limit of the proof:
+// retention that deletes past every prune point leaves no mark saying what
+// it deleted, so a region asking from below the new start fails with
+// ErrPruned even though it lost nothing; a prune after it speaks for the
+// records from that start on, so a region asking from there is proven
+// complete again.
+func TestRetentionPastEveryPruneIsNotVouched(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	for i := range 6 {
+		for _, r := range []logstore.RegionID{1, 2} {
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
+			require.NoError(t, err)
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	// Region 1 flushed everything, region 2 its first two entries;
+	// retention (no Prune) deletes below region 2's third entry.
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
+	deleteRecords(t, brokers, topic, int64(ids[2][2])-1)
+	_, err := readErr(s.Read(ctx, topic, 2, ids[2][1]+1))
+	require.ErrorIs(t, err, logstore.ErrPruned, "nothing vouches for what retention deleted")
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][2])), 4, "from the log start no proof is needed")
+
+	// Region 2 flushes two more; a prune deletes them and speaks for the
+	// records from the retention's start on.
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][3]))
+	first, err := s.Prune(ctx, topic)
+	require.NoError(t, err)
+	require.Equal(t, ids[2][4], first)
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][3]+1)), 2)
+	_, err = readErr(s.Read(ctx, topic, 2, ids[2][1]+1))
+	require.ErrorIs(t, err, logstore.ErrPruned, "still nothing vouches for the records below the retention's start")
+}
+
+// deleteRecords deletes the topic's records below offset at, as retention
+// would.
+func deleteRecords(t *testing.T, brokers []string, topic string, at int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at})
+	resp, err := kadm.NewClient(cl).DeleteRecords(context.Background(), os)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
 }

@@ -86,9 +86,9 @@ func (s *LogStore) ReadRegions(ctx context.Context, namespace string, from map[l
 // ReadRegions of their regions.
 //
 // A pass holds at most FetchMaxBytes of fetch limits in flight or waiting
-// to be decoded, the response being decoded, and one batch of entries per
-// read being yielded (the pass waits for the slowest read to take its
-// entries), plus the regions' unfinished split entries, whatever the
+// to be decoded, the response being decoded, and the entries of the two
+// responses before it that its slowest read has not taken yet (the pass
+// waits for it), plus the regions' unfinished split entries, whatever the
 // topic's size or the number of reads.
 func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID, opts ReadOptions) iter.Seq2[logstore.Entry, error] {
 	return func(yield func(logstore.Entry, error) bool) {
@@ -127,9 +127,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	if len(from) == 0 {
 		return nil
 	}
-	octx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	start, end, err := s.offsets(octx, topic)
-	cancel()
+	start, end, err := s.bounds(ctx, topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
@@ -138,16 +136,25 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	}
 	offs := make(map[uint64]int64, len(from))
 	lo := end
+	var below []regionFrom // regions asking for offsets below the log start
 	for region, id := range from {
 		off := int64(0)
 		if id > 0 {
 			off = int64(id) - 1
 		}
 		if off < start {
-			return &logstore.PrunedError{Namespace: topic, Requested: id, FirstAvailable: logstore.EntryID(start + 1)}
+			below = append(below, regionFrom{region: region, id: id})
+			off = start
 		}
 		offs[uint64(region)] = off
 		lo = min(lo, off)
+	}
+	if len(below) > 0 {
+		// Only a deleted entry of the region itself fails the read
+		// (pruned.go).
+		if err := s.proveNothingPruned(ctx, topic, below, start, end); err != nil {
+			return err
+		}
 	}
 	if lo >= end {
 		return nil
@@ -169,8 +176,11 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	if len(plan.Ranges) == 0 {
 		return nil
 	}
-	sb := &sub{from: offs, out: make(chan []logstore.Entry), gone: make(chan struct{})}
-	p := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	sb := &sub{from: offs, out: make(chan []logstore.Entry, 1), gone: make(chan struct{})}
+	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	if err != nil {
+		return err
+	}
 	return sb.consume(ctx, p, yield, st)
 }
 
@@ -198,6 +208,10 @@ type reader struct {
 
 	from  map[uint64]int64 // first offset wanted, per region (the lowest of its reads')
 	stats ReadStats
+
+	// foreignOK accounts records that are not kwal's as holding no entry
+	// instead of failing (Prune's catch-up scan; pruned.go).
+	foreignOK bool
 
 	// Per-record counters, added to the metrics when the read ends.
 	otherRegion, beforeStart int
@@ -311,10 +325,17 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 	s := r.s
 	r.stats.Records++
 	p, err := record.Decode(rec.Key, rec.Value)
+	if err == nil && p.Kind == record.KindMark {
+		r.noteMark(rec.Offset, p)
+		return 0, false, nil // holds no entry
+	}
 	if err != nil {
 		kind := "corrupt"
 		if errors.Is(err, record.ErrNotKwal) {
 			kind = "foreign"
+		}
+		if r.foreignOK && kind == "foreign" {
+			return 0, false, nil // holds no entry of kwal's
 		}
 		if !s.cfg.SkipCorrupt {
 			return 0, false, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}

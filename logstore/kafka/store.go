@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
 
@@ -43,6 +45,10 @@ type LogStore struct {
 
 	laneClients []*kgo.Client
 	lanes       *worker.Lanes
+	// markClient writes marks (Obsolete and prune marks). It is not a lane:
+	// a lane's buffer must hold nothing but its dispatch, or a mark could
+	// land inside a group's batch, between the parts of a split entry.
+	markClient *kgo.Client
 
 	index index.Collector // nil when DisableIndex
 
@@ -59,14 +65,21 @@ type LogStore struct {
 	readCtx   context.Context // cancelled by Close: reads in progress end
 	stopReads context.CancelFunc
 
-	passMu  sync.Mutex
-	passes  map[string][]*pass // running passes that take joining reads, per topic
-	passSeq uint64
-	passWG  sync.WaitGroup // the passes' goroutines
-	models  modelStore     // the last read's cost model, where the next starts
+	passMu     sync.Mutex
+	passes     map[string][]*pass // running passes that take joining reads, per topic
+	passSeq    uint64
+	passWG     sync.WaitGroup // the passes' goroutines and the bounds lookups
+	readBounds readBounds
+	joinHook   func()     // tests: called when a read joins a running pass
+	models     modelStore // the last read's cost model, where the next starts
+	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
+	// once already.
+	fetchWarm []atomic.Bool
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
+
+	marks knownMarks // prune marks known, per topic (marks.go)
 }
 
 var _ logstore.LogStore = (*LogStore)(nil)
@@ -89,6 +102,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
+	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -146,10 +160,20 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		s.laneClients = append(s.laneClients, cl)
 		clients[i] = cl
 	}
+	if s.markClient, err = kgo.NewClient(append(base[:len(base):len(base)],
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
+		kgo.UnknownTopicRetries(-1),
+	)...); err != nil {
+		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
 		Metrics: s.metrics.worker, Logger: cfg.Logger,
 	})
+	s.fetchWarm = make([]atomic.Bool, len(s.laneClients)+1)
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {
@@ -561,9 +585,10 @@ func (s *LogStore) LatestEntryID(ctx context.Context, namespace string) (logstor
 	return logstore.EntryID(end), nil
 }
 
-// Obsolete records that the region no longer needs entries with ID <= upTo:
-// the index drops its records below, and the point survives restarts when
-// the index is persisted.
+// Obsolete records that the region no longer needs entries with ID <= upTo.
+// It writes an Obsolete mark into the topic (one small record), so that the
+// point survives restarts and a lost index, and every store sharing the
+// topic learns it; the index drops the region's records below it.
 func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logstore.RegionID, upTo logstore.EntryID) error {
 	if err := s.begin("obsolete"); err != nil {
 		return err
@@ -575,10 +600,16 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.index != nil && upTo > 0 {
-		// Entry upTo starts at offset upTo-1; every record before offset
-		// upTo belongs to an entry with ID <= upTo.
-		s.index.Obsolete(namespace, uint64(region), int64(upTo))
+	if upTo == 0 {
+		return nil
+	}
+	// Entry upTo starts at offset upTo-1; every record before offset upTo
+	// belongs to an entry with ID <= upTo. The point goes into the log as a
+	// mark, so that every node sharing the topic (and this one after losing
+	// its index) learns it; the index takes it in when the mark is written.
+	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: int64(upTo)}}}
+	if _, err := s.writeMark(ctx, namespace, m); err != nil {
+		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	return nil
 }
@@ -629,6 +660,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
 	}
 	s.forgetMeta(namespace)
+	s.forgetMarks(namespace)
 	s.models.forget(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
@@ -717,6 +749,9 @@ func (s *LogStore) shutdownClients() {
 	}
 	if s.lanes != nil {
 		s.lanes.Close()
+	}
+	if s.markClient != nil {
+		s.markClient.Close()
 	}
 	if s.admin != nil {
 		s.admin.Close()

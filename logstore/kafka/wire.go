@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -18,13 +19,17 @@ import (
 
 // fetchClient picks a client for a read's i-th concurrent fetch: the
 // admin client and the produce lanes' clients each have their own fetch
-// connection, which the broker serves in parallel.
-func (s *LogStore) fetchClient(i int) *kgo.Client {
+// connection, which the broker serves in parallel. warm is false the first
+// time a client fetches: that fetch may open its connection, so its time
+// does not price a fetch.
+func (s *LogStore) fetchClient(i int) (cl *kgo.Client, warm bool) {
 	n := len(s.laneClients) + 1
-	if k := i % n; k < len(s.laneClients) {
-		return s.laneClients[k]
+	k := i % n
+	warm = s.fetchWarm[k].Swap(true)
+	if k < len(s.laneClients) {
+		return s.laneClients[k], warm
 	}
-	return s.admin
+	return s.admin, warm
 }
 
 // refreshLeader looks up partition 0's leader and the topic's ID, from
@@ -45,6 +50,8 @@ type fetchResult struct {
 	next  int64
 	bytes int           // record batch bytes fetched
 	took  time.Duration // the request's round trip
+	base  int64         // first offset of the first batch (may be below the offset asked for)
+	warm  bool          // sent on a connection already used: took prices the fetch
 	retry error         // a retriable failure: fetch again (after a leader lookup)
 	err   error         // a final failure
 }
@@ -91,7 +98,11 @@ func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, t
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset: off, Topic: f.topic, Partition: partition,
 		}, rp, kgo.DefaultDecompressor(), nil)
-		return fetchResult{fp: fp, next: next, bytes: n, took: took}
+		base := off
+		if len(rp.RecordBatches) >= 8 {
+			base = min(off, int64(binary.BigEndian.Uint64(rp.RecordBatches)))
+		}
+		return fetchResult{fp: fp, next: next, bytes: n, took: took, base: base}
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return fetchResult{err: f.outOfRange(ctx, off, perr)}
 	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):

@@ -187,58 +187,68 @@ func (l *Ledger) JournalErr() error {
 	return l.jerr
 }
 
-// Load rebuilds a ledger from a journal written by New(journal). A call
-// whose end line is missing stays Pending (outcome unknown); a torn last
-// line (the writer died mid-write) is ignored; any other malformed line is
-// an error naming its line number.
-func Load(r io.Reader) (*Ledger, error) {
+// Load rebuilds a ledger from journals written by New(journal), one per
+// process that wrote (each numbers its calls from 1). A call whose end line
+// is missing stays Pending (outcome unknown); a torn last line (the writer
+// died mid-write) is ignored; any other malformed line is an error naming
+// its journal and line number.
+func Load(journals ...io.Reader) (*Ledger, error) {
 	l := New(nil)
+	for j, r := range journals {
+		if err := l.load(r); err != nil {
+			return nil, fmt.Errorf("ledger: journal %d: %w", j+1, err)
+		}
+	}
+	return l, nil
+}
+
+func (l *Ledger) load(r io.Reader) error {
 	byID := map[uint64]*Call{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	var torn error
 	for n := 1; sc.Scan(); n++ {
 		if torn != nil {
-			return nil, torn // a malformed line that was not the last one
+			return torn // a malformed line that was not the last one
 		}
 		var line journalLine
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			torn = fmt.Errorf("ledger: journal line %d: %w", n, err)
+			torn = fmt.Errorf("line %d: %w", n, err)
 			continue
 		}
 		switch {
 		case line.Begin != 0:
-			c := &Call{ID: line.Begin, Namespace: line.NS, Start: time.Unix(0, line.Start)}
+			c := &Call{ID: uint64(len(l.calls) + 1), Namespace: line.NS, Start: time.Unix(0, line.Start)}
 			for _, t := range line.Tags {
 				c.Tags = append(c.Tags, Tag{Region: logstore.RegionID(t[0]), Writer: uint32(t[1]), Seq: t[2]})
 			}
-			if byID[c.ID] != nil {
-				return nil, fmt.Errorf("ledger: journal line %d: call %d begins twice", n, c.ID)
+			if byID[line.Begin] != nil {
+				return fmt.Errorf("line %d: call %d begins twice", n, line.Begin)
 			}
-			byID[c.ID] = c
+			byID[line.Begin] = c
 			l.calls = append(l.calls, c)
 		case line.End != 0:
 			c := byID[line.End]
 			if c == nil {
-				return nil, fmt.Errorf("ledger: journal line %d: end of call %d, which never began", n, line.End)
+				return fmt.Errorf("line %d: end of call %d, which never began", n, line.End)
 			}
 			c.Took = time.Duration(line.Took)
 			if line.Err != "" {
 				c.Outcome, c.Err = Failed, line.Err
 			} else {
 				if len(line.IDs) != len(c.Tags) {
-					return nil, fmt.Errorf("ledger: journal line %d: call %d has %d tags and %d IDs", n, c.ID, len(c.Tags), len(line.IDs))
+					return fmt.Errorf("line %d: call %d has %d tags and %d IDs", n, line.End, len(c.Tags), len(line.IDs))
 				}
 				c.Outcome, c.IDs = Acked, line.IDs
 			}
 		default:
-			return nil, fmt.Errorf("ledger: journal line %d: neither a begin nor an end", n)
+			return fmt.Errorf("line %d: neither a begin nor an end", n)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: journal: %w", err)
+		return err
 	}
-	return l, nil
+	return nil
 }
 
 // Calls returns a copy of every call recorded so far, in the order they

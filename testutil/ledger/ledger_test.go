@@ -259,7 +259,18 @@ func TestJournalRoundTrip(t *testing.T) {
 
 	torn := append([]byte(`{"b":1,"ns":`+"\n"), j.Bytes()...)
 	_, err = ledger.Load(bytes.NewReader(torn))
-	require.ErrorContains(t, err, "journal line 1")
+	require.ErrorContains(t, err, "journal 1: line 1")
+
+	// Two processes' journals, each numbering its calls from 1, load as one
+	// ledger.
+	var j2 bytes.Buffer
+	l2 := ledger.New(&j2)
+	_, err = l2.Append(context.Background(), m, "ns", []ledger.Tag{{Region: 2, Writer: 77, Seq: 1}}, 40)
+	require.NoError(t, err)
+	both, err := ledger.Load(bytes.NewReader(j.Bytes()), bytes.NewReader(j2.Bytes()))
+	require.NoError(t, err)
+	require.Equal(t, l.Stats().Calls+1, both.Stats().Calls)
+	require.NoError(t, both.Check("ns", replay(m.entries)).Err())
 }
 
 // TestPayloadRoundTrip protects the entry format: Encode then Decode gives

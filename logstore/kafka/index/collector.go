@@ -164,6 +164,25 @@ func (g *Global) Start(topic string, logStart, end int64) {
 	g.topic(topic, true).start(logStart, end)
 }
 
+// LogStarts tells the index that the topic's log now begins at logStart
+// (retention or pruning deleted the records below): the accounted span's
+// start C rises to it, dropping the offsets below. Unlike Start it needs no
+// log end, so it is safe while the topic has a producer whose
+// acknowledgements may be newer than any end the caller knows.
+func (g *Global) LogStarts(topic string, logStart int64) {
+	t := g.topic(topic, false)
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.covered && logStart > t.c {
+		t.raiseCLocked(logStart)
+		t.absorbLocked()
+		t.wm.Set(float64(t.w))
+	}
+}
+
 // Observe implements Collector.
 func (g *Global) Observe(topic string, runs []Run) {
 	if len(runs) == 0 {

@@ -166,11 +166,22 @@ func TestObsoleteMakesTheDroppedPartScan(t *testing.T) {
 	g.Observe("t", []Run{reg(3, 210, 100)})
 	require.Equal(t, []span{{260, 310}}, regionRuns(g, "t", 3))
 	require.Equal(t, []Range{{220, 310, true}}, g.Plan("t", map[uint64]int64{3: 220}, 310).Ranges)
-	// Obsolete below C is a no-op.
-	g.Start("t", 300, 310)
-	g.Obsolete("t", 4, 100)
-	_, ok := g.topic("t", false).regions[4]
-	require.False(t, ok)
+}
+
+// TestObsoleteBeforeARebuildingScan: a store that lost its index starts
+// coverage at the log end, then scans the log from its start; the Obsolete
+// points it learns from marks during the scan (below C at that moment)
+// still drop the region's records below them once the scan lowers C.
+func TestObsoleteBeforeARebuildingScan(t *testing.T) {
+	t.Parallel()
+	g := newGlobal(t, Options{})
+	g.Start("t", 0, 100)
+	g.Obsolete("t", 1, 50)
+	g.ObserveScan("t", 0, 100, []Run{reg(1, 0, 60), foreign(60, 40)})
+	require.Equal(t, []span{{50, 60}}, regionRuns(g, "t", 1))
+	ts, _ := g.Stats("t", true)
+	require.Equal(t, int64(0), ts.C)
+	require.Equal(t, int64(50), ts.Regions[0].First)
 }
 
 func TestPlanIdleRegionsCostsOnlyUnaccounted(t *testing.T) {
@@ -273,4 +284,24 @@ func gatherCount(t *testing.T, g prometheus.Gatherer, names ...string) int {
 		}
 	}
 	return n
+}
+
+// TestLogStartsDropsDeletedOffsets: LogStarts raises C to the new log start
+// (retention deleted below it) and drops the offsets below, without the log
+// end Start needs; it does nothing for a topic without coverage or below C.
+func TestLogStartsDropsDeletedOffsets(t *testing.T) {
+	t.Parallel()
+	g := newGlobal(t, Options{})
+	g.LogStarts("t", 5) // unknown topic
+	_, ok := g.Stats("t", false)
+	require.False(t, ok)
+	g.Start("t", 0, 0)
+	g.Observe("t", []Run{reg(1, 0, 10), reg(2, 10, 10)})
+	g.LogStarts("t", 15)
+	require.Empty(t, regionRuns(g, "t", 1))
+	require.Equal(t, []span{{15, 20}}, regionRuns(g, "t", 2))
+	g.LogStarts("t", 3)
+	ts, _ := g.Stats("t", false)
+	require.Equal(t, int64(15), ts.C)
+	require.Equal(t, int64(20), ts.W)
 }

@@ -257,9 +257,10 @@ func (t *topic) addRegionRunLocked(id uint64, s, e int64) int64 {
 func (t *topic) obsolete(id uint64, before int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.covered && before <= t.c {
-		return // [from, before) lies below C: plans scan it anyway
-	}
+	// Kept even when before <= C: a scan may lower C later (ObserveScan
+	// reaching C from below, as a rebuilding scan does after it learned the
+	// point from a mark in the log), and the runs it adds must start at the
+	// region's Obsolete point.
 	r := t.regions[id]
 	if r != nil && before <= r.dropped {
 		return

@@ -96,6 +96,9 @@ func NewAssembler() *Assembler {
 // its end-to-end check; the entry is then discarded.
 func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	var st Step
+	if p.Kind == KindMark {
+		return st, fmt.Errorf("%w: a mark at offset %d is not an entry part", ErrMalformed, offset)
+	}
 	pe := a.open[p.Region]
 	switch p.Kind {
 	case KindWhole:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 )
@@ -33,6 +34,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(rawKey(2, 4, 0, 2, 0, data[:4]), data[:4])  // first larger than size
 	f.Add(rawKey(1, 4, 0, 4, 1, data[:4]), data[:4])  // whole, wrong entry CRC
 	f.Add(append(seeds[1].Key(), 0), seeds[1].Data)   // long key
+	for _, m := range markSeeds() {
+		mp := MarkPart(m)
+		f.Add(mp.Key(), mp.Data)
+	}
 
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		keyCopy, valueCopy := slices.Clone(key), slices.Clone(value)
@@ -64,6 +69,10 @@ func FuzzDecode(f *testing.F) {
 		case KindFirst, KindMiddle, KindLast:
 			if uint64(len(p.Data)) > uint64(p.Size) {
 				t.Fatalf("part larger than its entry: %+v", p.Header)
+			}
+		case KindMark:
+			if _, err := DecodeMark(p.Data); err != nil {
+				t.Fatalf("decoded mark part whose payload does not decode: %v", err)
 			}
 		default:
 			t.Fatalf("decoded kind %d", p.Kind)
@@ -343,4 +352,61 @@ func assembleSeeds() [][]byte {
 		cat(entry(0, 4, "0123456789"), []byte{op(5, 1, 0)}),
 		{op(4, 0, 1), 2, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 'x'},
 	}
+}
+
+// markSeeds are valid marks: an Obsolete mark, prune marks with empty and
+// large tables and regions at the ends of the ID space.
+func markSeeds() []Mark {
+	return []Mark{
+		{Obsolete: []RegionPoint{{Region: 7, Before: 12}}},
+		{Prune: true},
+		{Prune: true, From: 3, Point: 900, Obsolete: []RegionPoint{{0, 1}, {1, 1 << 40}, {1 << 63, 5}, {math.MaxUint64, math.MaxInt64}}},
+	}
+}
+
+// FuzzDecodeMark: DecodeMark never panics; it fails with ErrMalformed and an
+// empty mark, or returns a mark that is valid (regions ascending, points in
+// range, From <= Point) and re-encodes to exactly its input.
+func FuzzDecodeMark(f *testing.F) {
+	for _, m := range markSeeds() {
+		f.Add(appendMark(nil, m))
+	}
+	f.Add([]byte{})
+	f.Add([]byte{2, 0, 0, 0})             // unknown flag
+	f.Add([]byte{0, 1, 0, 0})             // obsolete mark with a from
+	f.Add([]byte{1, 5, 4, 0})             // from above point
+	f.Add([]byte{0, 0, 0, 1, 3, 0})       // before 0
+	f.Add([]byte{0, 0, 0, 2, 3, 1})       // count beyond the bytes
+	f.Add([]byte{0, 0, 0, 1, 0x80, 0, 1}) // non-shortest varint
+	f.Add([]byte{0, 0, 0, 0, 9})          // trailing byte
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in := slices.Clone(b)
+		m, err := DecodeMark(b)
+		if !bytes.Equal(b, in) {
+			t.Fatal("DecodeMark modified its input")
+		}
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not match ErrMalformed", err)
+			}
+			if m.Prune || m.From != 0 || m.Point != 0 || m.Obsolete != nil {
+				t.Fatalf("failed DecodeMark returned a mark: %+v", m)
+			}
+			return
+		}
+		if m.From < 0 || m.Point < m.From || (!m.Prune && (m.From != 0 || m.Point != 0)) {
+			t.Fatalf("invalid points: %+v", m)
+		}
+		for i, rp := range m.Obsolete {
+			if rp.Before <= 0 || (i > 0 && rp.Region <= m.Obsolete[i-1].Region) {
+				t.Fatalf("invalid table at %d: %+v", i, m.Obsolete)
+			}
+			if m.Before(rp.Region) != rp.Before {
+				t.Fatalf("Before(%d) = %d, want %d", rp.Region, m.Before(rp.Region), rp.Before)
+			}
+		}
+		if got := appendMark(nil, m); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoded %x, decoded from %x", got, b)
+		}
+	})
 }

@@ -12,7 +12,8 @@
 //	 +------+------+------+---------------+-------+-------+-------+-------+
 //	 magic    1     1..4       uint64       uint32  uint32  uint32  uint32
 //
-//	kind   1 whole, 2 first, 3 middle, 4 last
+//	kind   1 whole, 2 first, 3 middle, 4 last, 5 mark (no entry: a
+//	       statement about the log, see KindMark in mark.go)
 //	seq    the part's index within its entry: 0 for whole and first parts
 //	size   length of the whole entry's data, across all parts
 //	eCRC   CRC-32C (Castagnoli) of the whole entry's data
@@ -91,6 +92,8 @@ func (k Kind) String() string {
 		return "middle"
 	case KindLast:
 		return "last"
+	case KindMark:
+		return "mark"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -264,6 +267,19 @@ func (p *Part) check() error {
 		}
 		if uint64(len(p.Data)) > uint64(p.Size) {
 			return fmt.Errorf("%w: %s part of %d bytes exceeds its entry size %d", ErrMalformed, p.Kind, len(p.Data), p.Size)
+		}
+	case KindMark:
+		if p.Seq != 0 || p.Region != 0 {
+			return fmt.Errorf("%w: mark with seq %d, region %d", ErrMalformed, p.Seq, p.Region)
+		}
+		if uint64(len(p.Data)) != uint64(p.Size) {
+			return fmt.Errorf("%w: mark of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
+		}
+		if Checksum(p.Data) != p.EntryCRC {
+			return fmt.Errorf("%w: mark data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
+		}
+		if _, err := DecodeMark(p.Data); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(p.Kind))

@@ -342,6 +342,28 @@ func TestCloseDrainsQueue(t *testing.T) {
 	lanes.Close()
 }
 
+// TestCloseAfterAWithdrawnRequestEnds protects Close when the only
+// request left was withdrawn by its caller while it lingered: the drain
+// ends at once rather than when Close's context does (a Ctrl-C of kwal
+// demo once waited out the whole ProduceTimeout so).
+func TestCloseAfterAWithdrawnRequestEnds(t *testing.T) {
+	log := &fakeLog{}
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
+	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Hour,
+		Linger: time.Hour, Lanes: lanes})
+	pd, err := p.Submit(context.Background(), []Entry{{Region: 1, Data: []byte("lingering")}})
+	require.NoError(t, err)
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = pd.Wait(canceled)
+	require.ErrorContains(t, err, "withdrawn")
+	cctx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelClose()
+	require.NoError(t, p.Close(cctx), "Close waited for its context: the drain missed that nothing was left")
+	lanes.Close()
+	require.Empty(t, log.recs, "the withdrawn request was not written")
+}
+
 // TestCloseTimeoutFailsPending protects Close against a stuck broker: when
 // its context ends, every unresolved request fails with ErrClosed.
 func TestCloseTimeoutFailsPending(t *testing.T) {

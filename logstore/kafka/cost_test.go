@@ -1,0 +1,112 @@
+package kafka
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kwal/kwal/logstore/kafka/index"
+)
+
+// TestCostModel protects the fetcher's decisions: no gap is fetched
+// through on priors alone; once the latency is measured a gap is
+// fetched through exactly when streaming it is cheaper than a fetch's
+// latency; a fetch that opened its connection prices nothing; and the
+// bytes per offset count from the first batch's base.
+func TestCostModel(t *testing.T) {
+	m := newCostModel()
+	require.False(t, m.priced())
+	require.False(t, m.throughGap(1), "priors alone never fetch through a gap")
+
+	m.learn(50*time.Millisecond, 20_000, 10, false) // opened its connection
+	require.InDelta(t, 2000, m.perOff, 1e-9, "sizes are learned from any fetch")
+	require.Zero(t, m.nLatency, "its time prices nothing")
+
+	m.learn(time.Millisecond, 20_000, 10, true) // small: latency
+	require.True(t, m.priced(), "a measured latency prices gaps (at the prior rate until one is measured)")
+	m.learn(11*time.Millisecond, 10_000_000, 5000, true)
+	require.InDelta(t, time.Millisecond.Seconds()-20_000/priorRate, m.latency, 1e-9, "the first sample replaces the prior")
+	require.InDelta(t, 10_000_000/(0.011-m.latency), m.rate, 1)
+	gap := m.latency * m.rate
+	require.True(t, m.throughGap(gap*0.99))
+	require.False(t, m.throughGap(gap*1.01))
+}
+
+// TestPlanCosts protects the planner's choice: an indexed plan whose gaps
+// are all cheap to stream costs about what scanning its span costs (and a
+// tie goes to the scan), and one of a few ranges far apart costs far less.
+func TestPlanCosts(t *testing.T) {
+	m := costModel{latency: 0.001, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}
+	target := 1e6
+	// Gaps of 10 offsets (10 kB, 0.1 ms to stream) under a 1 ms latency.
+	var dense []index.Range
+	for i := range int64(100) {
+		dense = append(dense, index.Range{Start: i * 20, End: i*20 + 10})
+	}
+	idx, scan := m.planCosts(dense, target)
+	require.InEpsilon(t, scan, idx, 0.05, "fetched through every gap, the plan is about its scan")
+	// Three ranges of 10 offsets, 100,000 offsets (100 MB) apart.
+	sparse := []index.Range{{Start: 0, End: 10}, {Start: 100_000, End: 100_010}, {Start: 200_000, End: 200_010}}
+	idx, scan = m.planCosts(sparse, target)
+	require.Less(t, idx*100, scan)
+
+	st := &LogStore{cfg: DefaultConfig()}
+	f := &fetcher{s: st, model: m, pending: sparse}
+	f.decide()
+	require.Equal(t, "indexed", f.stats.plan)
+	require.Equal(t, sparse, f.pending)
+	// Ranges one offset apart with a huge latency: one scan of the span.
+	var tight []index.Range
+	for i := range int64(50) {
+		tight = append(tight, index.Range{Start: i * 3, End: i*3 + 2})
+	}
+	f = &fetcher{s: st, model: costModel{latency: 1, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}, pending: append([]index.Range(nil), tight...)}
+	f.decide()
+	require.Equal(t, "scan (cheaper than indexed)", f.stats.plan)
+	require.Equal(t, []index.Range{{Start: 0, End: tight[len(tight)-1].End}}, f.pending, "the scan covers every planned range")
+}
+
+// TestRangeSetOps checks unionRanges and subtractRanges against sets of
+// offsets on random inputs.
+func TestRangeSetOps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	random := func() []index.Range {
+		var out []index.Range
+		off := int64(rng.IntN(5))
+		for range rng.IntN(8) {
+			n := int64(1 + rng.IntN(6))
+			out = append(out, index.Range{Start: off, End: off + n, Scan: rng.IntN(2) == 0})
+			off += n + int64(1+rng.IntN(6))
+		}
+		return out
+	}
+	set := func(rs []index.Range) map[int64]bool {
+		m := map[int64]bool{}
+		for _, r := range rs {
+			for o := r.Start; o < r.End; o++ {
+				m[o] = true
+			}
+		}
+		return m
+	}
+	for range 2000 {
+		a, b := random(), random()
+		u := unionRanges(a, b)
+		want := set(a)
+		for o := range set(b) {
+			want[o] = true
+		}
+		require.Equal(t, want, set(u))
+		for i := 1; i < len(u); i++ {
+			require.Greater(t, u[i].Start, u[i-1].End, "disjoint, not touching, ascending")
+		}
+		d := subtractRanges(a, b)
+		want = set(a)
+		for o := range set(b) {
+			delete(want, o)
+		}
+		require.Equal(t, want, set(d))
+	}
+}

@@ -1,0 +1,6 @@
+package kafka
+
+// SetJoinHook makes the store call fn whenever a read joins a running
+// pass, so that tests can start a shared pass's fetching once every read
+// has joined. Set it before any read starts.
+func SetJoinHook(s *LogStore, fn func()) { s.joinHook = fn }

@@ -1,0 +1,412 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/testutil"
+)
+
+// modelEntry is an acknowledged entry as the model keeps it.
+type modelEntry struct {
+	id     logstore.EntryID
+	region logstore.RegionID
+	data   []byte
+}
+
+// modelNS is the model of one namespace: every entry acknowledged, each
+// region's flushed point (its last Obsolete), and what was deleted.
+type modelNS struct {
+	name    string
+	regions []logstore.RegionID
+	entries []modelEntry
+	flushed map[logstore.RegionID]logstore.EntryID
+	// start is the log start offset: records below it were deleted.
+	start int64
+	// prunePoint is the highest offset Prune deleted below: the prune
+	// marks speak for the records below it.
+	prunePoint int64
+	// unvouched is the highest log start a retention set beyond every
+	// prune point: what it deleted no mark speaks for, so regions asking
+	// from below it may be told ErrPruned although they lost nothing.
+	unvouched int64
+}
+
+// neededGone reports whether region r lost an entry it still needs (ID
+// above its flushed point, deleted).
+func (m *modelNS) neededGone(r logstore.RegionID) bool {
+	for _, e := range m.entries {
+		if e.region == r && e.id > m.flushed[r] && int64(e.id)-1 < m.start {
+			return true
+		}
+	}
+	return false
+}
+
+// want returns region r's entries with ID >= from.
+func (m *modelNS) want(r logstore.RegionID, from logstore.EntryID) []modelEntry {
+	var out []modelEntry
+	for _, e := range m.entries {
+		if e.region == r && e.id >= from {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestPruneDatanodeLives is a property test of datanode lives: random
+// appends (some split into parts) over regions of two namespaces, random
+// Obsolete (a flush), Prune, restarts with the index directory, without it
+// and with a stale copy of it, and retention deleting a prefix of the log
+// (DeleteRecords as its stand-in). After every step, every region's replay
+// from its flushed ID + 1 equals the model; it fails with ErrPruned
+// whenever the model says an entry the region still needs was deleted, and
+// otherwise only where what was deleted is not vouched for by any prune
+// mark (a retention past every prune point, from below its start). Prune
+// never deletes an entry a region still needs.
+func TestPruneDatanodeLives(t *testing.T) {
+	t.Parallel()
+	steps, seeds := 120, 4
+	if testutil.RealBrokers() != nil {
+		steps, seeds = 120, 2
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			runDatanodeLives(t, uint64(seed), steps)
+		})
+	}
+}
+
+func runDatanodeLives(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 14))
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	cfgFn := func(dir string) func(*kafka.Config) {
+		return func(c *kafka.Config) {
+			c.IndexDir = dir
+			c.MaxBatchBytes = 2048
+			c.ProduceLanes = 2
+		}
+	}
+	dir := t.TempDir()
+	var stale string // a copy of the index directory taken earlier
+	s := openStore(t, brokers, cfgFn(dir))
+	base := newTopic(t)
+	nss := []*modelNS{
+		{name: base + "-a", regions: []logstore.RegionID{1, 2, 3, 4}},
+		{name: base + "-b", regions: []logstore.RegionID{5, 6, 7}},
+	}
+	for _, m := range nss {
+		m.flushed = map[logstore.RegionID]logstore.EntryID{}
+		require.NoError(t, s.CreateNamespace(ctx, m.name))
+	}
+	raw, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer raw.Close()
+	adm := kadm.NewClient(raw)
+	seq := 0
+	// What the run exercised, so that it cannot pass vacuously.
+	var deletedByPrune, proved, prunedNeeded, prunedUnvouched int
+
+	check := func(step int, what string) {
+		t.Helper()
+		for _, m := range nss {
+			must := map[logstore.RegionID]logstore.EntryID{}
+			for _, r := range m.regions {
+				from := m.flushed[r] + 1
+				got, err := readErr(s.Read(ctx, m.name, r, from))
+				gone := m.neededGone(r)
+				allowed := gone || (int64(from)-1 < m.start && int64(from)-1 < m.unvouched)
+				where := fmt.Sprintf("step %d (%s): %s region %d from %d (log start %d, prune point %d, unvouched %d)",
+					step, what, m.name, r, from, m.start, m.prunePoint, m.unvouched)
+				if err != nil && gone {
+					prunedNeeded++
+				} else if err != nil {
+					prunedUnvouched++
+				} else if int64(from)-1 < m.start {
+					proved++ // read from below the log start, proven complete
+				}
+				switch {
+				case gone:
+					require.ErrorIs(t, err, logstore.ErrPruned, "%s: a needed entry was deleted", where)
+				case err != nil:
+					require.True(t, allowed && errors.Is(err, logstore.ErrPruned), "%s: %v", where, err)
+				default:
+					want := m.want(r, from)
+					require.Len(t, got, len(want), where)
+					for i, e := range want {
+						require.Equal(t, e.id, got[i].ID, "%s: entry %d", where, i)
+						require.Equal(t, e.data, got[i].Data, "%s: entry %d", where, i)
+					}
+					if !allowed {
+						must[r] = from
+					}
+				}
+			}
+			if len(must) < 2 {
+				continue
+			}
+			// The regions that must replay, in one pass.
+			got := collect(t, s.ReadRegions(ctx, m.name, must))
+			var want []modelEntry
+			for _, e := range m.entries {
+				if f, ok := must[e.region]; ok && e.id >= f {
+					want = append(want, e)
+				}
+			}
+			require.Len(t, got, len(want), "step %d (%s): ReadRegions of %v", step, what, must)
+			for i, e := range want {
+				require.Equal(t, e.id, got[i].ID, "step %d: ReadRegions entry %d", step, i)
+			}
+		}
+	}
+
+	for step := range steps {
+		m := nss[rng.IntN(len(nss))]
+		var what string
+		switch op := rng.IntN(100); {
+		case op < 45:
+			what = "append"
+			var batch []logstore.Entry
+			for _, r := range m.regions {
+				if rng.IntN(2) == 0 {
+					continue
+				}
+				n := 10 + rng.IntN(200)
+				if rng.IntN(10) == 0 {
+					n = 3000 + rng.IntN(3000) // split into parts
+				}
+				seq++
+				data := append(fmt.Appendf(nil, "%s/%d/%d:", m.name, r, seq), payload(rng, n)...)
+				batch = append(batch, logstore.Entry{Namespace: m.name, Region: r, Data: data})
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			res, err := s.AppendBatch(ctx, batch)
+			require.NoError(t, err, "step %d", step)
+			for _, e := range batch {
+				m.entries = append(m.entries, modelEntry{id: res.LastEntryIDs[e.Region], region: e.Region, data: e.Data})
+			}
+			slices.SortFunc(m.entries, func(a, b modelEntry) int { return int(a.id) - int(b.id) })
+		case op < 65:
+			r := m.regions[rng.IntN(len(m.regions))]
+			var ids []logstore.EntryID
+			for _, e := range m.entries {
+				if e.region == r && e.id > m.flushed[r] {
+					ids = append(ids, e.id)
+				}
+			}
+			if len(ids) == 0 {
+				continue
+			}
+			upTo := ids[len(ids)-1] // a flush catches up
+			if rng.IntN(2) == 0 {
+				upTo = ids[rng.IntN(len(ids))]
+			}
+			what = fmt.Sprintf("obsolete region %d up to %d", r, upTo)
+			require.NoError(t, s.Obsolete(ctx, m.name, r, upTo))
+			m.flushed[r] = upTo
+		case op < 82:
+			first, err := s.Prune(ctx, m.name)
+			require.NoError(t, err, "step %d: prune", step)
+			what = fmt.Sprintf("prune to %d", first)
+			for _, e := range m.entries {
+				if e.id > m.flushed[e.region] && int64(e.id)-1 >= m.start { // not deleted before
+					require.GreaterOrEqual(t, e.id, first, "step %d: Prune deleted entry %d, which region %d still needs (flushed %d)", step, e.id, e.region, m.flushed[e.region])
+				}
+			}
+			if p := int64(first) - 1; p > m.start {
+				m.start, m.prunePoint = p, p
+				deletedByPrune++
+			}
+		case op < 88:
+			mode := rng.IntN(3)
+			what = []string{"restart", "restart without the index directory", "restart with a stale index"}[mode]
+			require.NoError(t, s.Close())
+			switch mode {
+			case 1:
+				dir = t.TempDir()
+			case 2:
+				if stale == "" {
+					what = "restart"
+					break
+				}
+				dir = t.TempDir()
+				copyDir(t, stale, dir)
+			}
+			s = openStore(t, brokers, cfgFn(dir))
+		case op < 93:
+			what = "snapshot of the index directory"
+			require.NoError(t, s.Close()) // Close checkpoints
+			stale = t.TempDir()
+			copyDir(t, dir, stale)
+			s = openStore(t, brokers, cfgFn(dir))
+		default:
+			latest, err := s.LatestEntryID(ctx, m.name)
+			require.NoError(t, err)
+			end := int64(latest)
+			if end <= m.start {
+				continue
+			}
+			// Mostly a retention that deletes only what no region needs
+			// (below the prune point a dry run reports), sometimes one
+			// that deletes needed entries too.
+			x := m.start + 1 + rng.Int64N(end-m.start)
+			if rng.IntN(4) != 0 {
+				st, err := s.PruneWith(ctx, m.name, kafka.PruneOptions{DryRun: true})
+				require.NoError(t, err)
+				if p := int64(st.PrunePoint) - 1; p > m.start {
+					x = m.start + 1 + rng.Int64N(p-m.start)
+				} else {
+					continue
+				}
+			}
+			what = fmt.Sprintf("retention below offset %d", x)
+			var os kadm.Offsets
+			os.Add(kadm.Offset{Topic: m.name, Partition: 0, At: x})
+			resp, err := adm.DeleteRecords(ctx, os)
+			require.NoError(t, err)
+			require.NoError(t, resp.Error())
+			m.start = x
+			if x > m.prunePoint {
+				m.unvouched = max(m.unvouched, x)
+			}
+		}
+		t.Logf("step %d: %s %s", step, m.name, what)
+		check(step, what)
+	}
+	t.Logf("prunes that deleted: %d; replays from below the log start proven complete: %d; ErrPruned for a needed entry gone: %d, for an unvouched retention: %d",
+		deletedByPrune, proved, prunedNeeded, prunedUnvouched)
+	require.Positive(t, deletedByPrune, "no prune deleted anything")
+	require.Positive(t, proved, "no replay needed a proof")
+}
+
+// copyDir copies the files of src into dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
+	}
+}
+
+// TestPruneSharedTopic: two stores (two datanodes) share one topic,
+// regions 1-2 on A, 3-4 on B, and region 5 migrates from A to B mid-run
+// (B replays it from its flushed ID + 1, then writes and flushes it; A
+// never touches it again). Every round, both stores compute the same prune
+// point from the log (one of them restarted without its index directory
+// midway), it is exactly the lowest entry any region still needs, Prune
+// from either one deletes up to it and never an entry the other still
+// needs, and every region replays from its flushed ID + 1 on both.
+func TestPruneSharedTopic(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	a := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = t.TempDir() })
+	b := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = t.TempDir() })
+	topic := newTopic(t)
+	require.NoError(t, a.CreateNamespace(ctx, topic))
+	owner := map[logstore.RegionID]*kafka.LogStore{1: a, 2: a, 3: b, 4: b, 5: a}
+	regions := slices.Sorted(maps.Keys(owner))
+	m := &modelNS{name: topic, regions: regions, flushed: map[logstore.RegionID]logstore.EntryID{}}
+	rng := rand.New(rand.NewPCG(5, 14))
+	const rounds = 10
+	for round := range rounds {
+		switch round {
+		case 4: // region 5 moves from A to B
+			from := m.flushed[5] + 1
+			got := collect(t, b.Read(ctx, topic, 5, from))
+			want := m.want(5, from)
+			require.Len(t, got, len(want), "region 5 replayed on B")
+			for i, e := range want {
+				require.Equal(t, e.data, got[i].Data)
+			}
+			owner[5] = b
+		case 7: // A loses its index directory
+			require.NoError(t, a.Close())
+			a = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = t.TempDir() })
+			for r, o := range owner {
+				if o != b {
+					owner[r] = a
+				}
+			}
+		}
+		for i := range 3 {
+			for _, r := range regions {
+				data := fmt.Appendf(nil, "r%d-round%d-%d:%x", r, round, i, payload(rng, 20))
+				res, err := owner[r].AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: data}})
+				require.NoError(t, err)
+				m.entries = append(m.entries, modelEntry{id: res.LastEntryIDs[r], region: r, data: data})
+			}
+		}
+		slices.SortFunc(m.entries, func(x, y modelEntry) int { return int(x.id) - int(y.id) })
+		// Each region flushes all but its last entry, some rounds.
+		for _, r := range regions {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			var last, prev logstore.EntryID
+			for _, e := range m.entries {
+				if e.region == r {
+					prev, last = last, e.id
+				}
+			}
+			if prev > m.flushed[r] {
+				require.NoError(t, owner[r].Obsolete(ctx, topic, r, prev))
+				m.flushed[r] = prev
+			}
+		}
+		want := logstore.EntryID(0) // the lowest entry still needed
+		for _, e := range m.entries {
+			if e.id > m.flushed[e.region] && (want == 0 || e.id < want) {
+				want = e.id
+			}
+		}
+		sa, err := a.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+		require.NoError(t, err)
+		sb, err := b.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, want, sa.PrunePoint, "round %d: A's prune point", round)
+		require.Equal(t, want, sb.PrunePoint, "round %d: B's prune point", round)
+		pruner := []*kafka.LogStore{a, b}[round%2]
+		first, err := pruner.Prune(ctx, topic)
+		require.NoError(t, err)
+		require.Equal(t, want, first, "round %d", round)
+		m.start = int64(first) - 1
+		for _, s := range []*kafka.LogStore{a, b} {
+			for _, r := range regions {
+				from := m.flushed[r] + 1
+				got := collect(t, s.Read(ctx, topic, r, from))
+				w := m.want(r, from)
+				require.Len(t, got, len(w), "round %d: region %d from %d", round, r, from)
+				for i, e := range w {
+					require.Equal(t, e.id, got[i].ID)
+					require.Equal(t, e.data, got[i].Data)
+				}
+			}
+		}
+	}
+	require.Greater(t, m.start, int64(rounds*3), "pruning progressed through both stores' regions")
+}
