@@ -145,9 +145,9 @@ func (d *dispatcher) maybeExit(w *worker) {
 	}
 }
 
-// pump sends ready groups while lanes are free. Adaptive lane policy: the
-// first dispatch goes at once; while some are in flight, another lane is
-// used only when the ready groups cannot all share one request (two ready
+// pump sends ready groups while lanes are free. Adaptive lane policy: up
+// to MinInFlight dispatches go at once; beyond that, another lane is used
+// only when the ready groups cannot all share one request (two ready
 // groups of one topic, or more bytes than MaxRequestBytes), or when the
 // ready groups have waited about one produce round trip. Otherwise the
 // ready groups wait for a dispatch to return and then leave together:
@@ -159,7 +159,7 @@ func (d *dispatcher) pump() {
 		if ready == 0 {
 			return
 		}
-		if d.inflight > 0 && !leftover && bytes < d.l.opts.MaxRequestBytes && !d.stopping {
+		if d.inflight >= d.l.opts.MinInFlight && !leftover && bytes < d.l.opts.MaxRequestBytes && !d.stopping {
 			hold := min(max(d.latency, 100*time.Microsecond), 10*time.Millisecond)
 			if wait := time.Until(oldest.Add(hold)); wait > 0 {
 				d.armWake(wait)
