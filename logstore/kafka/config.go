@@ -155,9 +155,9 @@ type Config struct {
 	// {"max.message.bytes": MaxBatchBytes + 64 KiB} is added unless set.
 	TopicConfigs map[string]string
 
-	// FetchMaxBytes bounds the bytes one fetch response may carry, and so
-	// the memory a read holds at once. Default 16 MiB; at least
-	// MaxBatchBytes.
+	// FetchMaxBytes bounds the bytes one fetch response may carry, and the
+	// byte limits of a read's (a pass's) fetches in flight at once, and so
+	// the memory a read holds. Default 16 MiB; at least MaxBatchBytes.
 	FetchMaxBytes int32
 
 	// SkipCorrupt makes reads skip records that are not kwal's or fail
