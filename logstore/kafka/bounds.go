@@ -30,6 +30,9 @@ type boundsCall struct {
 	done       chan struct{}
 	start, end int64
 	err        error
+	// follower is the lookup queued behind this one when it completed (reads
+	// that arrived meanwhile), or nil.
+	follower *boundsCall
 }
 
 // bounds returns the topic's log start and end as looked up after the call
@@ -61,10 +64,20 @@ func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, 
 	b.mu.Unlock()
 	select {
 	case <-call.done:
-		return call.start, call.end, call.err
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
 	}
+	if f := call.follower; f != nil && call.err == nil {
+		// Reads started while this lookup ran: wait for theirs too, so
+		// that this read starts its pass with them rather than a round
+		// trip ahead (and alone). Its bounds stay its own.
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
+	}
+	return call.start, call.end, call.err
 }
 
 // lookUpBounds runs call's lookup, then the one queued meanwhile, until
@@ -77,15 +90,17 @@ func (s *LogStore) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall
 		ctx, cancel := context.WithTimeout(s.readCtx, s.cfg.RequestTimeout)
 		call.start, call.end, call.err = s.offsets(ctx, topic)
 		cancel()
-		close(call.done)
 		b.mu.Lock()
-		call = fl.next
+		next := fl.next
 		fl.next = nil
-		if call == nil {
+		call.follower = next
+		if next == nil {
 			fl.running = false
 			delete(b.flights, topic)
 		}
 		b.mu.Unlock()
+		close(call.done)
+		call = next
 	}
 }
 

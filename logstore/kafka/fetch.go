@@ -271,8 +271,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 }
 
 // fill starts queued chunks in order while there is room, cutting new
-// chunks from the plan as the queue drains. Until the model knows what an
-// offset weighs, only one fetch runs (its answer sizes the rest).
+// chunks from the plan as the queue drains.
 func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 	for {
 		for _, sl := range f.queue {
@@ -284,7 +283,10 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 			}
 			f.start(ctx, running, sl)
 		}
-		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0) {
+		// Until the model knows what an offset weighs, indexed ranges
+		// start with a one-batch fetch each (they run concurrently); a
+		// scan range waits for the first answer, which sizes its chunks.
+		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0 && f.pending[0].Scan) {
 			return
 		}
 		if !f.decided && f.model.priced() {
