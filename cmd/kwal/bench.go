@@ -82,7 +82,7 @@ func (a *app) benchCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	m.register(f)
+	m.register(a, f)
 	o.register(a, f, workloadFlags{regions: 64, topics: 1, writers: 64, entrySize: 2048, perCall: 10, replayRuns: 5, seed: 1})
 	f.IntVar(&o.calls, "calls", 30, "calls per writer (with --duration: the calls each writer cycles through)")
 	f.DurationVar(&o.duration, "duration", 0, "append for this long instead of --calls calls per writer (kwal and raw; raw-async plays --calls once)")
