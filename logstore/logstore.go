@@ -70,8 +70,11 @@ type LogStore interface {
 
 	// Read yields the region's entries with ID >= from, in log order, each
 	// exactly once, and stops at the log's end as it was when Read started.
-	// from = 0 reads from the beginning. Entries deleted by pruning or
-	// retention yield an error matching ErrPruned; undecodable records yield
+	// from = 0 reads from the beginning. When entries of the region with ID
+	// >= from were deleted by pruning or retention, the read yields an error
+	// matching ErrPruned (other regions' deleted entries do not count; a
+	// store that cannot tell what was deleted says ErrPruned rather than
+	// start later); undecodable records yield
 	// an error matching ErrCorrupt. The iteration stops after the first
 	// error. Breaking out of the loop releases everything the read holds.
 	Read(ctx context.Context, namespace string, region RegionID, from EntryID) iter.Seq2[Entry, error]

@@ -5,7 +5,15 @@
 # Central: the broker and tools jars are fetched with Maven and cached.
 #
 # Usage:
-#   scripts/kafka.sh start [--brokers N]   start N (1 or 3) broker+controller nodes in the background
+#   scripts/kafka.sh start [--brokers N] [--sasl]
+#                                          start N (1 or 3) broker+controller nodes in the background;
+#                                          --sasl: clients must authenticate (SASL_PLAINTEXT, PLAIN and
+#                                          SCRAM-SHA-512, user kwal, password $KWAL_KAFKA_SASL_PASSWORD);
+#                                          --tls: clients connect with TLS (a CA and certificates made
+#                                          with openssl for the run in $KWAL_KAFKA_HOME/tls: ca.pem,
+#                                          client.pem, client.key); --mtls: and must present a client
+#                                          certificate signed by that CA.
+#                                          The topics, perf and leader commands speak neither.
 #   scripts/kafka.sh stop [--keep]         stop them (SIGTERM, then SIGKILL after 30 s) and delete the
 #                                          state dir unless --keep
 #   scripts/kafka.sh status                is it running? (exit 0 if every node is up, 1 otherwise)
@@ -35,6 +43,7 @@
 #   KWAL_KAFKA_HEAP_OPTS  broker heap (default "-Xms256m -Xmx1g")
 #   KWAL_KAFKA_JAVA_OPTS  extra JVM options for the brokers
 #   KWAL_KAFKA_WAIT       seconds to wait for the cluster to be ready (default 120)
+#   KWAL_KAFKA_SASL_PASSWORD  the password of SASL user kwal with --sasl (default kwal-secret)
 #   JAVA_HOME             Java to use (default: java on PATH)
 set -euo pipefail
 
@@ -50,6 +59,7 @@ BASE_PORT=${KWAL_KAFKA_PORT:-9092}
 HEAP_OPTS=${KWAL_KAFKA_HEAP_OPTS:--Xms256m -Xmx1g}
 WAIT_SECS=${KWAL_KAFKA_WAIT:-120}
 HOST=127.0.0.1
+SASL_PASSWORD=${KWAL_KAFKA_SASL_PASSWORD:-kwal-secret}
 MARKER=.kwal-kafka # present in a state dir this script made; nothing else is ever deleted
 
 log() { echo "kafka: $*" >&2; }
@@ -220,9 +230,36 @@ port_taken() { # port_taken PORT: open, or bound by a listener on any address
   return 1
 }
 
+# sasl_enabled: the cluster in $STATE was started with --sasl.
+sasl_enabled() { [[ -f $STATE/sasl ]]; }
+# tls_mode: "tls" or "mtls" when the cluster was started with --tls or --mtls, else nothing.
+tls_mode() { if [[ -f $STATE/tls-mode ]]; then cat "$STATE/tls-mode"; fi; }
+
+# make_certs: a CA of the run's own and a server and a client certificate it signed (both for
+# 127.0.0.1 and localhost, both usable as server and client), PEM files in $STATE/tls; the broker's
+# keystore is its key followed by its chain.
+make_certs() {
+  local d=$STATE/tls name
+  command -v openssl >/dev/null 2>&1 || die "--tls and --mtls need openssl to make the run's certificates"
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 2 \
+    -subj "/CN=kwal test CA $(date +%s)" 2>/dev/null || die "openssl could not make the CA"
+  for name in server client; do
+    openssl req -newkey rsa:2048 -nodes -keyout "$d/$name.key" -out "$d/$name.csr" -subj "/CN=kwal-$name" \
+      2>/dev/null || die "openssl could not make the $name key"
+    printf 'subjectAltName=IP:%s,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' "$HOST" >"$d/$name.ext"
+    openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+      -extfile "$d/$name.ext" -out "$d/$name.pem" 2>/dev/null || die "openssl could not sign the $name certificate"
+  done
+  cat "$d/server.key" "$d/server.pem" "$d/ca.pem" >"$d/server-keystore.pem"
+  chmod 600 "$d"/*.key "$d/server-keystore.pem"
+}
+
 write_node_config() {
-  local id=$1 n=$2 dir rf min_isr
+  local id=$1 n=$2 dir rf min_isr proto=PLAINTEXT
   dir=$(node_dir "$id")
+  if sasl_enabled; then proto=SASL_PLAINTEXT; fi
+  if [[ -n $(tls_mode) ]]; then proto=SSL; fi
   rf=$n
   if ((n >= 3)); then min_isr=2; else min_isr=1; fi
   mkdir -p "$dir/data"
@@ -230,11 +267,11 @@ write_node_config() {
 # Written by kwal's scripts/kafka.sh: node $id of a $n-node Apache Kafka $KAFKA_VERSION test cluster (KRaft).
 process.roles=broker,controller
 node.id=$id
-listeners=PLAINTEXT://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
-advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
-inter.broker.listener.name=PLAINTEXT
+listeners=$proto://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
+advertised.listeners=$proto://$HOST:$(broker_port "$id"),CONTROLLER://$HOST:$(controller_port "$id")
+inter.broker.listener.name=$proto
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,$proto:$proto
 controller.quorum.bootstrap.servers=$(controller_servers "$n")
 log.dirs=$dir/data
 
@@ -260,6 +297,24 @@ message.max.bytes=16777216
 replica.fetch.max.bytes=16777216
 replica.fetch.response.max.bytes=33554432
 
+$(sasl_enabled && cat <<SASL
+# --sasl: clients authenticate with PLAIN or SCRAM-SHA-512 (user kwal); brokers among themselves with PLAIN.
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_kwal="$SASL_PASSWORD";
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+SASL
+)
+$([[ -n $(tls_mode) ]] && cat <<TLS
+# --tls / --mtls: certificates of this run's own CA (made by openssl in $STATE/tls).
+ssl.keystore.type=PEM
+ssl.keystore.location=$STATE/tls/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$STATE/tls/ca.pem
+ssl.client.auth=$([[ $(tls_mode) == mtls ]] && echo required || echo none)
+TLS
+)
+
 # log.flush.*: Kafka's defaults (no fsync per message; durability comes from replication).
 num.network.threads=3
 num.io.threads=8
@@ -282,14 +337,15 @@ EOF
 }
 
 format_storage() {
-  local n=$1 cluster_id i dir
+  local n=$1 cluster_id i dir scram=()
+  if sasl_enabled; then scram=(--add-scram "SCRAM-SHA-512=[name=kwal,password=$SASL_PASSWORD]"); fi
   cluster_id=$(run_tool kafka.tools.StorageTool random-uuid | tail -n 1)
   [[ -n $cluster_id ]] || die "kafka.tools.StorageTool random-uuid printed nothing"
   echo "$cluster_id" >"$STATE/cluster-id"
   if ((n == 1)); then
     log "formatting KRaft storage (cluster id $cluster_id, standalone controller)"
     run_tool kafka.tools.StorageTool format -t "$cluster_id" -c "$(node_dir 1)/server.properties" \
-      --standalone >"$(node_dir 1)/format.log" 2>&1 ||
+      --standalone "${scram[@]}" >"$(node_dir 1)/format.log" 2>&1 ||
       { cat "$(node_dir 1)/format.log" >&2; die "formatting the storage of node 1 failed"; }
     return 0
   fi
@@ -305,7 +361,7 @@ format_storage() {
   for ((i = 1; i <= n; i++)); do
     dir=$(node_dir "$i")
     run_tool kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
-      --initial-controllers "$voters" >"$dir/format.log" 2>&1 &
+      --initial-controllers "$voters" "${scram[@]}" >"$dir/format.log" 2>&1 &
     pids+=($!)
   done
   for ((i = 1; i <= n; i++)); do
@@ -379,15 +435,19 @@ kill_nodes() { # kill_nodes N: stop every node, SIGTERM then SIGKILL after 30 s
 # Subcommands
 
 cmd_start() {
-  local n=1
+  local n=1 sasl=0 tls=
   while (($#)); do
     case $1 in
       --brokers) [[ $# -ge 2 ]] || die "--brokers needs a number"; n=$2; shift 2 ;;
       --brokers=*) n=${1#*=}; shift ;;
+      --sasl) sasl=1; shift ;;
+      --tls) tls=tls; shift ;;
+      --mtls) tls=mtls; shift ;;
       -h | --help) usage; exit 0 ;;
       *) die "start: unknown argument: $1" ;;
     esac
   done
+  [[ $sasl == 0 || -z $tls ]] || die "--sasl and --tls/--mtls do not combine (yet): pick one"
   [[ $n == 1 || $n == 3 ]] || die "--brokers must be 1 or 3 (a KRaft quorum wants an odd number of controllers; 3 is enough for tests)"
   [[ $BASE_PORT =~ ^[0-9]+$ ]] || die "KWAL_KAFKA_PORT must be a port number"
   find_java
@@ -427,6 +487,8 @@ cmd_start() {
   if [[ -f $STATE/$MARKER && $have == "$n" && -f $(node_dir 1)/data/meta.properties ]]; then
     reuse=1
     for ((i = 1; i <= n; i++)); do [[ -f $(node_dir "$i")/data/meta.properties ]] || reuse=0; done
+    if sasl_enabled; then ((sasl)) || reuse=0; else ((!sasl)) || reuse=0; fi
+    [[ $(tls_mode) == "$tls" ]] || reuse=0
   fi
   if ((reuse)); then
     log "reusing the formatted $n-node cluster in $STATE"
@@ -436,6 +498,11 @@ cmd_start() {
     mkdir -p "$STATE"
     touch "$STATE/$MARKER"
     echo "$n" >"$STATE/brokers"
+    if ((sasl)); then touch "$STATE/sasl"; fi
+    if [[ -n $tls ]]; then
+      echo "$tls" >"$STATE/tls-mode"
+      make_certs
+    fi
     for ((i = 1; i <= n; i++)); do write_node_config "$i" "$n"; done
     format_storage "$n"
   fi
@@ -447,6 +514,8 @@ cmd_start() {
   local all=()
   for ((i = 1; i <= n; i++)); do all+=("$i"); done
   wait_ready "$n" "${all[@]}"
+  if sasl_enabled; then log "SASL_PLAINTEXT: PLAIN and SCRAM-SHA-512, user kwal"; fi
+  if [[ -n $(tls_mode) ]]; then log "$(tls_mode | tr a-z A-Z): CA $STATE/tls/ca.pem, client certificate $STATE/tls/client.pem, key $STATE/tls/client.key"; fi
   echo "kafka: Apache Kafka $KAFKA_VERSION ready at $(bootstrap_servers "$n")"
 }
 

@@ -71,6 +71,7 @@ region by full scan, against each topic scanned once.`
 
 func (a *app) benchCmd() *cobra.Command {
 	var o benchOpts
+	var m matrixOpts
 	def := kafka.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -78,10 +79,14 @@ func (a *app) benchCmd() *cobra.Command {
 		Long:  benchLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if m.on {
+				return a.runBenchMatrix(cmd.Context(), o, m)
+			}
 			return a.runBench(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
+	m.register(a, f)
 	o.register(a, f, workloadFlags{regions: 64, topics: 1, writers: 64, entrySize: 2048, perCall: 10, replayRuns: 5, seed: 1})
 	f.IntVar(&o.calls, "calls", 30, "calls per writer (with --duration: the calls each writer cycles through)")
 	f.DurationVar(&o.duration, "duration", 0, "append for this long instead of --calls calls per writer (kwal and raw; raw-async plays --calls once)")

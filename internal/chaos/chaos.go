@@ -172,6 +172,10 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	if err := r.inSync(ctx); err != nil {
 		return Result{}, err
 	}
+	nodes, err := o.Cluster.Nodes(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 
 	// A GC first: the live-heap figure is as of the last GC, and the
 	// previous scenario's replays (16 MiB fetches) must not count here.
@@ -192,6 +196,7 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	res.PeakHeap, res.PeakLive = heap()
 	res.Timeouts, res.Errors = w.Errors()
 	if stepErr != nil {
+		r.restore(nodes)
 		return res, stepErr
 	}
 	for _, m := range r.marks {
@@ -271,6 +276,19 @@ func (r *run) reportProgress(scenario string, began time.Time) (stop func()) {
 	return func() {
 		close(quit)
 		<-done
+	}
+}
+
+// restore brings every node back after a scenario failed half-way, best
+// effort: a SIGCONT to each (harmless when running) and a start of each
+// (refused by the script when it runs), so the next run finds the cluster
+// whole.
+func (r *run) restore(nodes []int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.Wait)
+	defer cancel()
+	for _, id := range nodes {
+		_ = r.Cluster.Node(ctx, "resume", id)
+		_ = r.Cluster.Node(ctx, "start", id)
 	}
 }
 

@@ -30,6 +30,7 @@ func BenchmarkAppendVsRaw(b *testing.B) {
 	}{
 		{"32w-16r-small", bench.Workload{Topics: 1, Regions: 16, Writers: 32, EntrySize: 256, EntriesPerCall: 4, Calls: 200, Seed: 1}},
 		{"64w-64r-10x2KiB", bench.Workload{Topics: 1, Regions: 64, Writers: 64, EntrySize: 2048, EntriesPerCall: 10, Calls: 30, Seed: 2}},
+		{"64w-64r-64t-10x2KiB", bench.Workload{Topics: 64, Regions: 64, Writers: 64, EntrySize: 2048, EntriesPerCall: 10, Calls: 100, Seed: 3}},
 	} {
 		b.Run(wl.name, func(b *testing.B) {
 			brokers := testutil.Brokers(b)

@@ -23,9 +23,10 @@ import (
 // TestPruneDeletesOnlyWhatNoRegionNeeds protects pruning: nothing goes
 // while a region still holds entries; once every region declared its
 // early entries obsolete, records below the lowest entry still needed are
-// deleted (reads from below fail with ErrPruned, later entries are
-// intact); a record the index has not seen (another writer's) is never
-// deleted; and without the index nothing can be pruned.
+// deleted (a region's reads from below its own deleted entries fail with
+// ErrPruned, later entries are intact); another store's entry, which the
+// index learns only by Prune's scan, is kept while a record that is not
+// kwal's is not; and without the index nothing can be pruned.
 func TestPruneDeletesOnlyWhatNoRegionNeeds(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)

@@ -59,7 +59,11 @@ func (s *LogStore) findPruneMark(ctx context.Context, topic string, start, end i
 	if err := f.refreshLeader(ctx); err != nil {
 		return pruneMark{}, false, err
 	}
-	for off := max(start, s.searchedTo(topic)); off < end; {
+	off := max(start, s.searchedTo(topic))
+	if off > end {
+		off = start // searched a longer log: the topic was recreated
+	}
+	for off < end {
 		res, err := f.fetch(ctx, off, s.cfg.FetchMaxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err

@@ -60,6 +60,7 @@ func newDispatcher(l *Lanes) *dispatcher {
 func (d *dispatcher) run() {
 	l := d.l
 	defer close(l.exited)
+	stop := l.stop
 	for {
 		if d.stopping && d.inflight == 0 {
 			d.failRemaining()
@@ -105,8 +106,8 @@ func (d *dispatcher) run() {
 			d.timeout(dp)
 		case <-wakeC:
 			d.wakeAt = time.Time{}
-		case <-l.stop:
-			l.stop = nil // handled once
+		case <-stop:
+			stop = nil // a nil channel blocks: handled once
 			d.stopping = true
 		}
 	}
@@ -145,9 +146,9 @@ func (d *dispatcher) maybeExit(w *worker) {
 	}
 }
 
-// pump sends ready groups while lanes are free. Adaptive lane policy: the
-// first dispatch goes at once; while some are in flight, another lane is
-// used only when the ready groups cannot all share one request (two ready
+// pump sends ready groups while lanes are free. Adaptive lane policy: up
+// to MinInFlight dispatches go at once; beyond that, another lane is used
+// only when the ready groups cannot all share one request (two ready
 // groups of one topic, or more bytes than MaxRequestBytes), or when the
 // ready groups have waited about one produce round trip. Otherwise the
 // ready groups wait for a dispatch to return and then leave together:
@@ -159,7 +160,7 @@ func (d *dispatcher) pump() {
 		if ready == 0 {
 			return
 		}
-		if d.inflight > 0 && !leftover && bytes < d.l.opts.MaxRequestBytes && !d.stopping {
+		if d.inflight >= d.l.opts.MinInFlight && !leftover && bytes < d.l.opts.MaxRequestBytes && !d.stopping {
 			hold := min(max(d.latency, 100*time.Microsecond), 10*time.Millisecond)
 			if wait := time.Until(oldest.Add(hold)); wait > 0 {
 				d.armWake(wait)

@@ -49,8 +49,9 @@
 // trades that purity for fewer, larger requests when a topic has a backlog
 // (more groups planned than lanes free).
 //
-// Lane policy (adaptive): the first dispatch goes at once. While others are
-// in flight, another lane is used only when the ready groups cannot share
+// Lane policy (adaptive): up to two dispatches go at once (a plain franz-go
+// producer also keeps several requests in flight per broker). Beyond that,
+// another lane is used only when the ready groups cannot share
 // one request (a topic has two ready groups, or they exceed
 // MaxRequestBytes) or when they have waited about one produce round trip
 // (a moving average, clamped to [0.1, 10] ms). Otherwise they wait for a

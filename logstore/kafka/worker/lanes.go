@@ -29,8 +29,12 @@ type LanesOptions struct {
 	// MaxQueuedBytes bounds the bytes queued or in flight across every
 	// producer of the store; 0 leaves only each producer's own bound.
 	MaxQueuedBytes int64
-	Metrics        *Metrics // nil: no metrics
-	Logger         *slog.Logger
+	// MinInFlight is how many dispatches may be in flight before ready
+	// groups that could share a request wait for one to return (at most
+	// about one produce round trip). Default 2.
+	MinInFlight int
+	Metrics     *Metrics // nil: no metrics
+	Logger      *slog.Logger
 }
 
 // Lanes is the store-wide dispatcher: one goroutine that owns every topic's
@@ -72,6 +76,9 @@ func NewLanes(o LanesOptions) *Lanes {
 	}
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = 4 << 20
+	}
+	if o.MinInFlight <= 0 {
+		o.MinInFlight = 2
 	}
 	n := len(o.Clients)
 	l := &Lanes{

@@ -622,3 +622,50 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreBoundAndNamespaceShare protects the store-wide memory bound: a
+// namespace holds at most its own MaxQueuedBytes of the store's bound
+// (here 2 requests' bytes, raised to MaxBatchBytes, of 3), so another namespace still gets room, and
+// once the store's bound is reached no namespace gets more until requests
+// are resolved.
+func TestStoreBoundAndNamespaceShare(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{})}
+	const req = 2000 // bytes of each request: one record, a 28-byte key and 1972 bytes of data
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 2), MaxQueuedBytes: 3 * req})
+	a := NewProducer(Options{Topic: "a", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
+	b := NewProducer(Options{Topic: "b", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
+	ctx := context.Background()
+	entry := func(region uint64) []Entry { return []Entry{{Region: region, Data: make([]byte, req-record.KeySize)}} }
+	tryIn := func(p *Producer, region uint64) error {
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err := p.Submit(tctx, entry(region))
+		return err
+	}
+	var pds []*Pending
+	for r := range uint64(2) {
+		pd, err := a.Submit(ctx, entry(r))
+		require.NoError(t, err)
+		pds = append(pds, pd)
+	}
+	err := tryIn(a, 9)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "namespace a is at its share")
+	require.Contains(t, err.Error(), "nothing was written")
+	pd, err := b.Submit(ctx, entry(1))
+	require.NoError(t, err, "namespace b still gets room: a cannot take the whole store")
+	pds = append(pds, pd)
+	require.ErrorIs(t, tryIn(b, 2), context.DeadlineExceeded, "the store is at its bound")
+
+	close(log.block)
+	for _, pd := range pds {
+		_, err := pd.Wait(ctx)
+		require.NoError(t, err)
+	}
+	pd, err = b.Submit(ctx, entry(2))
+	require.NoError(t, err, "room is back once requests are resolved")
+	_, err = pd.Wait(ctx)
+	require.NoError(t, err)
+	require.NoError(t, a.Close(ctx))
+	require.NoError(t, b.Close(ctx))
+	lanes.Close()
+}
