@@ -63,7 +63,11 @@ producer and round), 1 MiB batches.
 
 --json prints one JSON object: append_vs_raw (kwal MB/s ÷ raw MB/s),
 append_vs_raw_async, replay_speedup (full-scan time ÷ indexed time),
-index_bytes_per_entry, and the figures behind them.`
+index_bytes_per_entry, and the figures behind them; recovery holds the recovery
+benchmark (--recovery-runs, 0 skips it): after a restart of the store with its
+index dir, one region indexed vs full scan, every region replayed at once with
+its own Read from a random flushed point, one ReadRegions per topic, every
+region by full scan, against each topic scanned once.`
 
 func (a *app) benchCmd() *cobra.Command {
 	var o benchOpts
@@ -82,7 +86,7 @@ func (a *app) benchCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	m.register(f)
+	m.register(a, f)
 	o.register(a, f, workloadFlags{regions: 64, topics: 1, writers: 64, entrySize: 2048, perCall: 10, replayRuns: 5, seed: 1})
 	f.IntVar(&o.calls, "calls", 30, "calls per writer (with --duration: the calls each writer cycles through)")
 	f.DurationVar(&o.duration, "duration", 0, "append for this long instead of --calls calls per writer (kwal and raw; raw-async plays --calls once)")

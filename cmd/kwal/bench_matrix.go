@@ -21,12 +21,15 @@ type matrixOpts struct {
 	layouts  []string
 }
 
-func (m *matrixOpts) register(f *pflag.FlagSet) {
+func (m *matrixOpts) register(a *app, f *pflag.FlagSet) {
 	f.BoolVar(&m.on, "matrix", false, "run the layout matrix instead (64 regions over 1, 16 and 64 topics, 256 over 16, 1024 over 64 with 128 writers), "+
 		"directly and with --matrix-latency added each way; --entry-size, --entries-per-call and the producer flags apply")
 	f.DurationVar(&m.warmup, "matrix-warmup", 3*time.Second, "appending before each measurement (per producer and layout)")
 	f.DurationVar(&m.duration, "matrix-duration", 3*time.Second, "measured appending per producer and layout")
 	f.DurationVar(&m.latency, "matrix-latency", time.Millisecond, "network latency added each way by an in-process TCP proxy for the second matrix; 0 skips it")
+	a.boundDuration(f, "matrix-warmup", 0, time.Hour, "every layout warms up each producer this long")
+	a.boundDuration(f, "matrix-duration", time.Millisecond, time.Hour, "every layout measures each producer this long")
+	a.boundDuration(f, "matrix-latency", 0, time.Second, "a latency proxy holds every byte in flight for this long")
 	f.StringSliceVar(&m.layouts, "matrix-layouts", nil, "layouts to run instead of all, as REGIONS/TOPICS/WRITERS (e.g. 64/64/64,256/16/64)")
 }
 

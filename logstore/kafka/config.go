@@ -155,7 +155,8 @@ type Config struct {
 	// {"max.message.bytes": MaxBatchBytes + 64 KiB} is added unless set.
 	TopicConfigs map[string]string
 
-	// FetchMaxBytes bounds the bytes one fetch response may carry. A read
+	// FetchMaxBytes bounds the bytes one fetch response may carry, and the
+	// byte limits of a read's (a pass's) fetches in flight at once. A read
 	// has at most four such responses' worth in memory (see
 	// ReadMemoryBound). Default 16 MiB; at least MaxBatchBytes.
 	FetchMaxBytes int32

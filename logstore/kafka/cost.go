@@ -37,6 +37,11 @@ type costModel struct {
 // nothing (see priced); the rate prior prices gaps until a fetch big
 // enough to measure the rate comes (a replay of few regions may fetch none).
 const (
+	// gapShare bounds the offsets of gaps a pass fetches through, as a
+	// share of its planned offsets: merging saves fetches, but a replay
+	// must stay close to its own bytes (about 1.1x).
+	gapShare = 0.1
+
 	priorLatency = 500 * time.Microsecond
 	priorRate    = 1e9
 	// smallFetch is the size under which a fetch's time is taken as
@@ -95,15 +100,17 @@ func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
 func (m *costModel) priced() bool { return m.nLatency > 0 }
 
 // throughGap reports whether streaming a gap of gapBytes costs less than
-// the latency of the extra fetch that skipping it needs.
+// the latency of the extra fetch that skipping it needs. (The fetcher also
+// caps what it fetches through at gapShare of the plan: see cut.)
 func (m *costModel) throughGap(gapBytes float64) bool {
 	return m.priced() && gapBytes/m.rate <= m.latency
 }
 
 // planCosts estimates, in connection time, fetching the ranges as the
-// fetcher would (merging through cheap gaps, chunks of at most target
-// bytes) and scanning their whole span in chunks of target bytes.
-func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, scan float64) {
+// fetcher would (merging through cheap gaps while their offsets stay
+// within gapBudget, chunks of at most target bytes) and scanning their
+// whole span in chunks of target bytes.
+func (m *costModel) planCosts(ranges []index.Range, target float64, gapBudget int64) (indexed, scan float64) {
 	if len(ranges) == 0 {
 		return 0, 0
 	}
@@ -115,7 +122,8 @@ func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, sc
 	for i := 1; i < len(ranges); i++ {
 		gap := m.bytes(ranges[i].Start - ranges[i-1].End)
 		next := m.bytes(ranges[i].End - ranges[i].Start)
-		if m.throughGap(gap) && cur+gap+next <= target {
+		if g := ranges[i].Start - ranges[i-1].End; m.throughGap(gap) && cur+gap+next <= target && g <= gapBudget {
+			gapBudget -= g
 			cur += gap + next
 			continue
 		}

@@ -45,15 +45,15 @@ func TestPlanCosts(t *testing.T) {
 	for i := range int64(100) {
 		dense = append(dense, index.Range{Start: i * 20, End: i*20 + 10})
 	}
-	idx, scan := m.planCosts(dense, target)
+	idx, scan := m.planCosts(dense, target, 1<<40)
 	require.InEpsilon(t, scan, idx, 0.05, "fetched through every gap, the plan is about its scan")
 	// Three ranges of 10 offsets, 100,000 offsets (100 MB) apart.
 	sparse := []index.Range{{Start: 0, End: 10}, {Start: 100_000, End: 100_010}, {Start: 200_000, End: 200_010}}
-	idx, scan = m.planCosts(sparse, target)
+	idx, scan = m.planCosts(sparse, target, 1<<40)
 	require.Less(t, idx*100, scan)
 
 	st := &LogStore{cfg: DefaultConfig()}
-	f := &fetcher{s: st, model: m, pending: sparse}
+	f := &fetcher{s: st, model: m, pending: sparse, planned: 1 << 40}
 	f.decide()
 	require.Equal(t, "indexed", f.stats.plan)
 	require.Equal(t, sparse, f.pending)
@@ -62,7 +62,7 @@ func TestPlanCosts(t *testing.T) {
 	for i := range int64(50) {
 		tight = append(tight, index.Range{Start: i * 3, End: i*3 + 2})
 	}
-	f = &fetcher{s: st, model: costModel{latency: 1, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}, pending: append([]index.Range(nil), tight...)}
+	f = &fetcher{s: st, model: costModel{latency: 1, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}, pending: append([]index.Range(nil), tight...), planned: 1 << 40}
 	f.decide()
 	require.Equal(t, "scan (cheaper than indexed)", f.stats.plan)
 	require.Equal(t, []index.Range{{Start: 0, End: tight[len(tight)-1].End}}, f.pending, "the scan covers every planned range")

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +55,8 @@ type fetcher struct {
 	inflight int           // started chunks in queue
 	inBytes  int64         // their byte limits
 	decided  bool          // the indexed-or-scan choice is made
+	planned  int64         // offsets of the planned ranges (the reads' joined)
+	through  int64         // offsets of the gaps fetched through
 	client   int           // round-robin over the store's connections
 }
 
@@ -182,9 +183,6 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		if err != nil {
 			send(fetched{err: err})
 			return
-		}
-		if debugFetch {
-			println("fetch", head.off, head.rg.Start, head.rg.End, head.maxBytes, res.bytes, res.next, res.took.String(), f.model.latency, f.model.rate, f.model.perOff)
 		}
 		if res.bytes > 0 {
 			// The first batch may begin below head.off: its bytes
@@ -329,9 +327,10 @@ func (f *fetcher) cut() *slot {
 		nx := f.pending[i]
 		gap := f.model.bytes(nx.Start - rg.End)
 		more := f.model.bytes(nx.End - nx.Start)
-		if !f.model.throughGap(gap) || est+gap+more > target {
+		if !f.model.throughGap(gap) || est+gap+more > target || f.through+nx.Start-rg.End > f.gapBudget() {
 			break
 		}
+		f.through += nx.Start - rg.End
 		rg.End, rg.Scan = nx.End, rg.Scan || nx.Scan
 		est += gap + more
 		f.stats.mergedGaps++
@@ -341,11 +340,15 @@ func (f *fetcher) cut() *slot {
 	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est, rg.Scan)}
 }
 
+// gapBudget is how many offsets of gaps the pass may fetch through.
+func (f *fetcher) gapBudget() int64 { return int64(gapShare * float64(f.planned)) }
+
 // decide picks the cheaper of the remaining plan and a scan of its span,
 // once the model can price them. The gap rule (throughGap) makes most
 // plans no dearer than their scan already; this catches the rest, such as
-// a plan whose gaps are all cheap (one scan, cut evenly). The scan keeps every record the plan
-// would have read (it covers the plan), so the choice changes cost only.
+// a plan whose gaps are all cheap (one scan, cut evenly). The scan keeps
+// every record the plan would have read (it covers the plan), so the
+// choice changes cost only.
 func (f *fetcher) decide() {
 	f.decided = true
 	if f.noIndex || len(f.pending) == 0 {
@@ -356,7 +359,7 @@ func (f *fetcher) decide() {
 		f.stats.plan = "scan"
 		return
 	}
-	idx, scan := f.model.planCosts(f.pending, f.target())
+	idx, scan := f.model.planCosts(f.pending, f.target(), f.gapBudget()-f.through)
 	f.stats.estIndexed = time.Duration(idx * float64(time.Second))
 	f.stats.estScan = time.Duration(scan * float64(time.Second))
 	f.stats.plan = "indexed"
@@ -404,6 +407,8 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 		}
 		f.queue = append(f.queue, &slot{rg: r, off: r.Start, maxBytes: mb})
 	}
+	// Markers not yet sent sort to the front (off 0): a read registered
+	// early is harmless, its entries are filtered by its own from points.
 	slices.SortStableFunc(f.queue, func(a, b *slot) int { return cmp.Compare(a.off, b.off) })
 	// The marker goes before the first chunk that may hold the read's
 	// records; everything before it ends at or below first.
@@ -416,6 +421,7 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 	}
 	f.queue = slices.Insert(f.queue, at, &slot{join: j.sub})
 	f.pending = unionRanges(f.pending, above)
+	f.planned += spanOffsets(j.ranges)
 	return true
 }
 
@@ -461,4 +467,11 @@ func subtractRanges(rs, cover []index.Range) []index.Range {
 	return out
 }
 
-var debugFetch = os.Getenv("KWAL_DEBUG_FETCH") != ""
+// spanOffsets is the number of offsets the ranges cover.
+func spanOffsets(rs []index.Range) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.End - r.Start
+	}
+	return n
+}

@@ -133,7 +133,7 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 	s.passes[topic] = append(s.passes[topic], p)
 
 	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
-		pending: slices.Clone(ranges), frontier: ranges[0].Start, queue: []*slot{{join: sb}}}
+		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*slot{{join: sb}}}
 	f.stats.plan = "indexed"
 	if noIndex || (len(ranges) == 1 && ranges[0].Scan) {
 		f.stats.plan = "scan"

@@ -60,6 +60,7 @@ func newDispatcher(l *Lanes) *dispatcher {
 func (d *dispatcher) run() {
 	l := d.l
 	defer close(l.exited)
+	stop := l.stop
 	for {
 		if d.stopping && d.inflight == 0 {
 			d.failRemaining()
@@ -105,8 +106,8 @@ func (d *dispatcher) run() {
 			d.timeout(dp)
 		case <-wakeC:
 			d.wakeAt = time.Time{}
-		case <-l.stop:
-			l.stop = nil // handled once
+		case <-stop:
+			stop = nil // a nil channel blocks: handled once
 			d.stopping = true
 		}
 	}
