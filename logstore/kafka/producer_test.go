@@ -197,10 +197,12 @@ func TestBackpressureBoundsQueuedBytes(t *testing.T) {
 	t.Parallel()
 	c := testutil.NewCluster(t)
 	const limit = 256 << 10
+	reg := prometheus.NewRegistry()
 	s := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) {
 		cfg.MaxBatchBytes = 64 << 10
 		cfg.MaxQueuedBytes = limit
 		cfg.ProduceLanes = 2
+		cfg.Registerer = reg
 	})
 	ctx := context.Background()
 	topic := newTopic(t)
@@ -222,7 +224,10 @@ func TestBackpressureBoundsQueuedBytes(t *testing.T) {
 			}
 		}()
 	}
-	require.Eventually(t, func() bool { return held.Load() > 0 }, 10*time.Second, time.Millisecond)
+	// Wait until all four hold their room (queued or in flight), not just
+	// until the first produce is held: otherwise the fifth can take room
+	// a slow starter has not taken yet.
+	require.Eventually(t, func() bool { return held.Load() > 0 && queued(t, reg, topic) == 4 }, 10*time.Second, time.Millisecond)
 
 	// The queue is full: a fifth append cannot get room.
 	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
