@@ -1,0 +1,271 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kwal/kwal/logstore/kafka/worker"
+)
+
+// producer returns the topic's producer, creating the topic (when allowed)
+// and the producer on first use. Creating one topic's producer never blocks
+// another topic's appends: the map lock is held only to find or insert the
+// slot.
+func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*worker.Producer, error) {
+	s.mu.Lock()
+	slot, found := s.producers[topic]
+	if !found {
+		slot = &producerSlot{ready: make(chan struct{})}
+		s.producers[topic] = slot
+	}
+	s.mu.Unlock()
+	if found {
+		select {
+		case <-slot.ready:
+			if slot.err != nil && create && errors.Is(slot.err, ErrUnknownNamespace) {
+				// Another caller was not allowed to create the topic; this
+				// one is (its failed slot is gone from the map).
+				return s.producer(ctx, topic, create)
+			}
+			if slot.err != nil {
+				return nil, slot.err
+			}
+			return slot.p, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, context.Cause(ctx))
+		}
+	}
+	err := s.ensureTopic(ctx, topic, create)
+	if err == nil {
+		slot.p = worker.NewProducer(worker.Options{
+			Topic: topic, Partition: partition, MaxBatchBytes: s.cfg.MaxBatchBytes,
+			MaxQueuedBytes: s.cfg.MaxQueuedBytes, ProduceTimeout: s.cfg.ProduceTimeout,
+			Linger: s.cfg.Linger, MaxRegions: s.cfg.MaxRegionsPerBatch, Lanes: s.lanes, Collector: s.collector(),
+			Metrics: s.metrics.worker, Logger: s.log,
+		})
+	}
+	if err != nil {
+		slot.err = err
+		s.mu.Lock()
+		delete(s.producers, topic) // a later call tries again
+		s.mu.Unlock()
+	}
+	close(slot.ready)
+	return slot.p, err
+}
+
+func (s *LogStore) collector() worker.Collector {
+	if s.index == nil {
+		return nil
+	}
+	return s.index
+}
+
+// ensureTopic checks that the topic exists, creating it when create is set,
+// and starts the index's accounting for it.
+func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	details, err := s.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("kwal: namespace %q: metadata: %w", topic, err)
+	}
+	td, ok := details[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		if !create {
+			return fmt.Errorf("kwal: namespace %q: %w", topic, ErrUnknownNamespace)
+		}
+		if err := s.createTopic(ctx, topic); err != nil {
+			return err
+		}
+	} else if td.Err != nil {
+		return fmt.Errorf("kwal: namespace %q: metadata: %w", topic, td.Err)
+	} else if n := len(td.Partitions); n > 1 {
+		s.log.Warn("kwal: topic has more than one partition; kwal uses partition 0 only", "topic", topic, "partitions", n)
+	}
+	if s.index != nil {
+		start, end, err := s.offsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if g, ok := s.index.(watermarker); ok {
+			if w, covered := g.Watermark(topic); covered && w > end {
+				// The index is discarded now (new records reuse the offsets),
+				// and with it what made reads of the lost entries fail.
+				s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost; writing resumes at the log's end and the index forgets them",
+					"topic", topic, "log_end", end, "index_watermark", w)
+			}
+		}
+		s.index.Start(topic, start, end)
+	}
+	return nil
+}
+
+func (s *LogStore) createTopic(ctx context.Context, topic string) error {
+	configs := map[string]*string{}
+	for k, v := range s.cfg.TopicConfigs {
+		configs[k] = &v
+	}
+	if _, ok := configs["max.message.bytes"]; !ok {
+		v := strconv.Itoa(s.cfg.MaxBatchBytes + 64<<10)
+		configs["max.message.bytes"] = &v
+	}
+	resp, err := s.adm.CreateTopic(ctx, 1, s.cfg.ReplicationFactor, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kwal: namespace %q: create topic: %w", topic, err)
+	}
+	if err == nil {
+		s.log.Info("kwal: created topic", "topic", topic, "replication_factor", s.cfg.ReplicationFactor)
+	}
+	// A new topic's partition may not have a leader yet; wait for one so
+	// that the first fetch or ListOffsets does not fail.
+	for {
+		details, err := s.adm.ListTopics(ctx, topic)
+		if err == nil {
+			if td, ok := details[topic]; ok && td.Err == nil && len(td.Partitions) > 0 {
+				if p, ok := td.Partitions[partition]; ok && p.Err == nil && p.Leader >= 0 {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, ctx.Err())
+		case <-time.After(s.cfg.RetryBackoff):
+		}
+	}
+}
+
+// offsets returns the partition's log start and end (high watermark),
+// asked concurrently. Retriable errors (a leader that moved) are retried
+// after a metadata refresh until ctx ends.
+func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64, err error) {
+	for attempt := 0; ; attempt++ {
+		start, end, err = s.offsetsOnce(ctx, topic)
+		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, ErrUnknownNamespace) {
+			return start, end, err
+		}
+		s.log.Debug("kwal: retrying list offsets", "topic", topic, "attempt", attempt, "err", err)
+		s.admin.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(s.cfg.RetryBackoff):
+		}
+	}
+}
+
+func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end int64, err error) {
+	var starts kadm.ListedOffsets
+	var serr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		starts, serr = s.adm.ListStartOffsets(ctx, topic)
+		if serr == nil {
+			serr = starts.Error()
+		}
+	}()
+	ends, err := s.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	<-done
+	if serr != nil {
+		return 0, 0, fmt.Errorf("kwal: namespace %q: list start offset: %w", topic, mapUnknown(serr))
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("kwal: namespace %q: list end offset: %w", topic, mapUnknown(err))
+	}
+	so, ok1 := starts.Lookup(topic, partition)
+	eo, ok2 := ends.Lookup(topic, partition)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("kwal: namespace %q: partition %d: %w", topic, partition, ErrUnknownNamespace)
+	}
+	return so.Offset, eo.Offset, nil
+}
+
+// mapUnknown makes a missing topic match ErrUnknownNamespace.
+func mapUnknown(err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
+		return errors.Join(ErrUnknownNamespace, err)
+	}
+	return err
+}
+
+// topicMeta is what reads need to address a topic's partition 0.
+type topicMeta struct {
+	leader int32
+	id     [16]byte
+}
+
+// topicMeta returns the topic's partition-0 leader and ID, cached; refresh
+// asks the broker again (after a fetch found the leader moved).
+func (s *LogStore) topicMeta(ctx context.Context, topic string, refresh bool) (topicMeta, error) {
+	if !refresh {
+		s.metaMu.Lock()
+		m, ok := s.meta[topic]
+		s.metaMu.Unlock()
+		if ok {
+			return m, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	details, err := s.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return topicMeta{}, fmt.Errorf("metadata: %w", err)
+	}
+	td, ok := details[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		s.forgetMeta(topic)
+		return topicMeta{}, ErrUnknownNamespace
+	}
+	if td.Err != nil {
+		return topicMeta{}, fmt.Errorf("metadata: %w", td.Err)
+	}
+	p, ok := td.Partitions[partition]
+	if !ok {
+		return topicMeta{}, fmt.Errorf("partition %d: %w", partition, ErrUnknownNamespace)
+	}
+	if p.Err != nil || p.Leader < 0 {
+		return topicMeta{}, fmt.Errorf("partition %d has no leader: %w", partition, errors.Join(p.Err, kerr.LeaderNotAvailable))
+	}
+	m := topicMeta{leader: p.Leader, id: td.ID}
+	s.metaMu.Lock()
+	s.meta[topic] = m
+	s.metaMu.Unlock()
+	return m, nil
+}
+
+func (s *LogStore) forgetMeta(topic string) {
+	s.metaMu.Lock()
+	delete(s.meta, topic)
+	s.metaMu.Unlock()
+}
+
+// validateTopic applies Kafka's topic name rules, so a bad namespace is
+// reported by name before any request.
+func validateTopic(t string) error {
+	if t == "" || t == "." || t == ".." || len(t) > 249 {
+		return fmt.Errorf("kwal: namespace %q is not a valid topic name (1-249 characters, not . or ..)", t)
+	}
+	for _, c := range t {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("kwal: namespace %q is not a valid topic name: %q is not one of [a-zA-Z0-9._-]", t, c)
+		}
+	}
+	return nil
+}
