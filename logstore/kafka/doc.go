@@ -1,0 +1,82 @@
+// Package kafka is kwal's log store on Apache Kafka: the one package that
+// wires the record codec (record), the producers and lanes (worker) and the
+// region index (index) into a logstore.LogStore. A namespace is a
+// single-partition topic that many regions share.
+//
+// # The append path
+//
+//	AppendBatch (append.go)
+//	  -> the namespace's worker.Producer (topics.go: created on first use)
+//	  -> the store's dispatcher (worker.Lanes): region-pure groups, one per
+//	     topic, packed into a dispatch for a free lane
+//	  -> a lane: a franz-go client (acks=all, idempotent, manual flush) that
+//	     buffers the dispatch's records and flushes them as one request
+//	  -> acknowledged offsets resolve each call with its entry IDs, and the
+//	     index records which region holds which offsets before the call
+//	     returns.
+//
+// ProduceTimeout bounds a call as a whole (queue room, queueing behind its
+// region, the produce). A call's data is copied before franz-go sees it, so a
+// caller may reuse its buffers once the call returns.
+//
+// # The replay path
+//
+//	Read / ReadRegions / ReadWith (read.go)
+//	  -> the log's bounds (bounds.go; batched for reads starting together)
+//	  -> below the log start: the prune marks decide between ErrPruned and
+//	     reading on (pruned.go, marks.go)
+//	  -> join or start a pass (pass.go): one fetch pipeline and one decoding
+//	     loop shared by the reads of a namespace that start together
+//	  -> the index's plan of the reads' regions, priced against a scan by
+//	     the cost model (cost.go)
+//	  -> the fetcher (fetch.go): chunks fetched concurrently over the store's
+//	     connections with raw fetch requests (wire.go: retries, leader moves,
+//	     Kafka's errors)
+//	  -> the decoding loop (read.go): record and entry checksums, split
+//	     entries reassembled, missing offsets detected (gaps.go), held
+//	     entries bounded by ReadHoldBytes
+//	  -> each read's own iterator, in entry ID order.
+//
+// # Files
+//
+//	store.go       the LogStore, Open, Close and its order
+//	config.go      Config, its defaults and Validate
+//	clients.go     franz-go client options (TLS, SASL, dialer, logger)
+//	topics.go      topics: creation, producers, offsets, partition metadata
+//	append.go      AppendBatch, LatestEntryID
+//	namespaces.go  Obsolete, CreateNamespace, DeleteNamespace, ListNamespaces
+//	pool.go        TopicPool: a pool of namespaces and a region's place in it
+//	marks.go       Obsolete and prune marks written to and found in the log
+//	prune.go       Prune and PruneWith; the optional pruner goroutine
+//	pruned.go      the proof that a read below the log start lost nothing
+//	read.go        the read iterator and the decoding loop
+//	pass.go        passes shared by reads of one namespace
+//	bounds.go      batched log-bounds lookups of starting reads
+//	fetch.go       the fetch pipeline
+//	wire.go        one fetch request and Kafka's errors
+//	cost.go        the cost model of fetching
+//	gaps.go        offsets missing from the log
+//	gate.go        reads' index updates against DeleteNamespace and Close
+//	metrics.go     the store's Prometheus metrics
+//
+// # Goroutines and their owners
+//
+//   - The dispatcher (worker.Lanes), one per store, stopped by Close after
+//     every producer sent what it had queued.
+//   - One goroutine per dispatch on a lane; it ends when its flush returns.
+//     Close closes the lane clients after the producers, which ends a flush
+//     still stuck.
+//   - Per pass: a fetcher goroutine with its fetch goroutines (at most one
+//     per connection) and a decoding goroutine. A pass ends when its plan is
+//     done, when it fails, or when its last read leaves (that read waits for
+//     it); Close ends and waits for every pass.
+//   - One goroutine per topic for the batched bounds lookups of starting
+//     reads.
+//   - Short-lived goroutines that their caller waits for: Prune's catch-up
+//     scan runs a fetcher of its own (prune.go), and offsets asks the log
+//     start and end concurrently (topics.go).
+//   - The pruner when Config.PruneInterval > 0, stopped by Close before the
+//     index closes; each round's Prune is cancelled when the pruner stops.
+//   - The index's checkpoint goroutine, stopped by the index's Close.
+//   - franz-go's own goroutines, ended by closing the clients.
+package kafka
