@@ -263,8 +263,8 @@ func TestClientCrash(t *testing.T) {
 	require.Equal(t, scanned, indexed, "indexed reads equal full scans")
 }
 
-// syncBuffer is a buffer the exec package's copying goroutine writes
-// while the test reads it.
+// syncBuffer is a buffer that other goroutines write (the exec package's
+// copying goroutine, franz-go's loggers) while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder

@@ -1,13 +1,11 @@
 package chaos_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +19,6 @@ import (
 // saslBrokersEnv names a broker started by 'scripts/kafka.sh start --sasl'
 // (user kwal, password KWAL_KAFKA_SASL_PASSWORD, default kwal-secret).
 const saslBrokersEnv = "KWAL_KAFKA_SASL_BROKERS"
-
-// lockedLog is a log sink franz-go's goroutines write while the test reads.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestSASLOnRealBroker protects authentication against a real Kafka with
 // SASL_PLAINTEXT (skipped unless KWAL_KAFKA_SASL_BROKERS is set): the
@@ -56,7 +36,7 @@ func TestSASLOnRealBroker(t *testing.T) {
 		password = "kwal-secret"
 	}
 	brokers := strings.Split(env, ",")
-	var logs lockedLog
+	var logs syncBuffer
 	open := func(mech, pw string) (*kafka.LogStore, time.Duration, error) {
 		cfg := kafka.DefaultConfig()
 		cfg.Brokers = brokers

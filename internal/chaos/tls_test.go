@@ -2,14 +2,7 @@ package chaos_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,32 +82,11 @@ func TestTLSOnRealBroker(t *testing.T) {
 		}
 		require.True(t, ok, "%s: the error says what failed (one of %v): %v", what, says, err)
 	}
-	other := otherCA(t)
+	_, other := testutil.SelfSignedTLS(t) // a CA the broker's certificate was not signed by
 	untrusted := *good
 	untrusted.CAFile = other
 	refused("a broker certificate from an untrusted CA", &untrusted, "certificate", "x509")
 	if mutual {
 		refused("no client certificate under mutual TLS", &kafka.TLSConfig{CAFile: good.CAFile}, "certificate", "tls", "eof", "reset")
 	}
-}
-
-// otherCA writes a fresh CA certificate the broker's was not signed by.
-func otherCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "some other CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "other-ca.pem")
-	require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	return p
 }
