@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,26 +240,18 @@ func TestProduceTimeoutBoundsTheWholeCall(t *testing.T) {
 	ctx := context.Background()
 	topic := newTopic(t)
 	require.NoError(t, s.CreateNamespace(ctx, topic))
-	release := make(chan struct{})
-	var held atomic.Int32
-	sleepProduce(c, release, &held)
-
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("first")}})
-		first <- err
-	}()
-	require.Eventually(t, func() bool { return held.Load() > 0 }, 10*time.Second, time.Millisecond)
+	release, first := appendHeldByBroker(t, c, s, topic)
+	// The broker holds the first produce until release is closed below, so a
+	// call that waited for the lane would end only at this guard, with the
+	// guard's error instead of ErrTimeout.
+	guard, cancel := context.WithTimeout(ctx, 30*timeout)
+	defer cancel()
 	start := time.Now()
-	_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("second")}})
+	_, err := s.AppendBatch(guard, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("second")}})
 	elapsed := time.Since(start)
 	require.ErrorIs(t, err, kafka.ErrTimeout)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "the call waited for the guard, not its ProduceTimeout")
 	require.Contains(t, err.Error(), "withdrawn before it was sent")
-	select {
-	case <-release:
-		t.Fatal("unreachable: release is closed only below")
-	default: // the broker still holds the first produce: the second call did not wait for it
-	}
 	err = <-first
 	require.ErrorIs(t, err, kafka.ErrTimeout)
 	require.Contains(t, err.Error(), "may still be written")

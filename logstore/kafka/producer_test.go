@@ -189,6 +189,23 @@ func sleepProduce(c *kfake.Cluster, release <-chan struct{}, held *atomic.Int32)
 	})
 }
 
+// appendHeldByBroker makes the broker hold every produce until release is
+// closed, starts an append of region 1 ("first") to topic, and returns once
+// the broker holds its produce; first receives the append's error.
+func appendHeldByBroker(t *testing.T, c *kfake.Cluster, s *kafka.LogStore, topic string) (release chan struct{}, first <-chan error) {
+	t.Helper()
+	release = make(chan struct{})
+	var held atomic.Int32
+	sleepProduce(c, release, &held)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.AppendBatch(context.Background(), []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("first")}})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return held.Load() > 0 }, 10*time.Second, time.Millisecond)
+	return release, done
+}
+
 // TestBackpressureBoundsQueuedBytes protects bounded memory when Kafka is
 // slow: once MaxQueuedBytes are queued or in flight for a topic, further
 // appends block until there is room or their context ends, and an append
@@ -277,16 +294,7 @@ func TestCancelQueuedAppendWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	topic := newTopic(t)
 	require.NoError(t, s.CreateNamespace(ctx, topic))
-	release := make(chan struct{})
-	var held atomic.Int32
-	sleepProduce(c, release, &held)
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("first")}})
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return held.Load() > 0 }, 10*time.Second, time.Millisecond)
+	release, done := appendHeldByBroker(t, c, s, topic)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	second := make(chan error, 1)
