@@ -125,6 +125,7 @@ func (d *dispatcher) take(r *request) {
 	}
 	if w.aborted {
 		w.finish(r, nil, w.closedErr())
+		r.recycle()
 		return
 	}
 	w.pending = append(w.pending, r)
@@ -342,6 +343,7 @@ func (d *dispatcher) failRemaining() {
 		case r := <-d.l.queue:
 			if !r.closing {
 				r.w.finish(r, nil, fmt.Errorf("kwal: append to %q: %w", r.w.p.opts.Topic, logstore.ErrClosed))
+				r.recycle()
 			}
 		default:
 			return

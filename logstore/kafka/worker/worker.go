@@ -200,6 +200,7 @@ func (w *worker) removePending() {
 			kept = append(kept, r)
 		case stateCanceled:
 			w.finish(r, nil, nil) // already failed by Wait; free its room
+			r.recycle()           // never handed to a lane
 		}
 	}
 	clear(w.pending[len(kept):])
@@ -252,8 +253,8 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	if last >= 0 {
 		if last+1 > w.latest {
 			w.latest = last + 1
-			if m := p.opts.Metrics; m != nil {
-				m.LatestAcked.WithLabelValues(p.opts.Topic).Set(float64(last + 1))
+			if tm := p.tm; tm != nil {
+				tm.latestAcked.Set(float64(last + 1))
 			}
 		}
 		if p.opts.Collector != nil && !w.exited { // after Close gave up, the owner may have closed the collector
@@ -277,7 +278,7 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
 			continue
 		}
-		offsets := make([]int64, len(r.entryFirst))
+		offsets := make([]int64, r.entries)
 		for i, at := range r.entryFirst {
 			offsets[i] = r.recs[at].Offset
 		}
@@ -285,6 +286,11 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	}
 	if nfailed > 0 {
 		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", pt.nrecs, "failed", nfailed, "err", firstErr)
+	}
+	// The lane is back: franz-go called every record's promise and holds
+	// none of them, and the offsets were read above.
+	for _, r := range pt.reqs {
+		r.recycle()
 	}
 }
 
@@ -303,12 +309,13 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 	close(r.done)
 	p.release(r.held)
 	if m := p.opts.Metrics; m != nil {
-		m.QueueRequests.WithLabelValues(p.opts.Topic).Dec()
-		m.QueueBytes.WithLabelValues(p.opts.Topic).Sub(float64(r.bytes))
+		tm := p.tm
+		tm.queueRequests.Dec()
+		tm.queueLen.Sub(float64(r.bytes))
 		switch {
 		case err == nil:
-			m.EntriesAppended.WithLabelValues(p.opts.Topic).Add(float64(len(r.entryFirst)))
-			m.BytesAppended.WithLabelValues(p.opts.Topic).Add(float64(r.dataBytes))
+			tm.entries.Add(float64(r.entries))
+			tm.bytes.Add(float64(r.dataBytes))
 		case errors.Is(err, ErrTimeout):
 			m.Errors.WithLabelValues("timeout").Inc()
 		case errors.Is(err, context.Canceled):
@@ -334,6 +341,7 @@ func (w *worker) abortAll() {
 	err := w.closedErr()
 	for _, r := range w.pending {
 		w.finish(r, nil, err)
+		r.recycle() // never handed to a lane; in-flight parts recycle in complete
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]

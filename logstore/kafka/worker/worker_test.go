@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -110,7 +111,10 @@ func (c *fakeClient) Flush(context.Context) error {
 				r := buf[i].r
 				r.Offset = l.byTopic[t]
 				l.byTopic[t]++
-				l.recs = append(l.recs, r)
+				// The log keeps copies, as a broker keeps bytes: the
+				// producer reuses a record's memory once its lane is back.
+				l.recs = append(l.recs, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+					Key: slices.Clone(r.Key), Value: slices.Clone(r.Value)})
 				if p, err := record.Decode(r.Key, r.Value); err == nil {
 					regions = append(regions, p.Region)
 				}
