@@ -120,6 +120,7 @@ func (d *dispatcher) take(r *request) {
 	w.dirty = true
 	if r.closing {
 		w.draining = true
+		w.replan = true // a full plan drops withdrawn requests, so the topic can exit
 		d.maybeExit(w)
 		return
 	}

@@ -180,19 +180,44 @@ func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error
 	if err != nil {
 		return nil, err
 	}
+	// The topic's bound first, then the store's: a topic holds at most its
+	// own bound of the store's, and the store's semaphore serves waiters in
+	// order, so one hot topic cannot starve the others. The common case
+	// takes room and queues without waiting (TryAcquire never jumps ahead
+	// of a waiter); only a call that must wait makes the context that Close
+	// ends.
+	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
+	r.w = p.w
+	held := 0 // semaphores held: 1 the topic's, 2 the store's too
+	if ctx.Err() == nil && p.sem.TryAcquire(r.held) {
+		held = 1
+		if s := p.lanes.sem; s == nil || s.TryAcquire(r.held) {
+			held = 2
+			r.enqueued = time.Now()
+			select {
+			case p.lanes.queue <- r:
+				return p.queued(r), nil
+			default:
+			}
+		}
+	}
+	return p.submitWaiting(ctx, r, held)
+}
+
+// submitWaiting is Submit's slow path: it waits for the room Submit could
+// not take at once (held says what it holds) and for queue space, until ctx
+// ends or Close starts.
+func (p *Producer) submitWaiting(ctx context.Context, r *request, held int) (*Pending, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.stopCtx, cancel)()
-
-	// The topic's bound first, then the store's: a topic holds at most its
-	// own bound of the store's, and the store's semaphore serves waiters in
-	// order, so one hot topic cannot starve the others.
-	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
-	if err := p.sem.Acquire(ctx, r.held); err != nil {
-		r.recycle()
-		return nil, p.submitErr(context.Cause(ctx))
+	if held < 1 {
+		if err := p.sem.Acquire(ctx, r.held); err != nil {
+			r.recycle()
+			return nil, p.submitErr(context.Cause(ctx))
+		}
 	}
-	if s := p.lanes.sem; s != nil {
+	if s := p.lanes.sem; s != nil && held < 2 {
 		if err := s.Acquire(ctx, r.held); err != nil {
 			p.sem.Release(r.held)
 			r.recycle()
@@ -200,19 +225,23 @@ func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error
 		}
 	}
 	r.enqueued = time.Now()
-	r.w = p.w
 	select {
 	case p.lanes.queue <- r:
-		if tm := p.tm; tm != nil {
-			tm.queueRequests.Inc()
-			tm.queueLen.Add(float64(r.bytes))
-		}
-		return &Pending{r: r, topic: p.opts.Topic}, nil
+		return p.queued(r), nil
 	case <-ctx.Done():
 		p.release(r.held)
 		r.recycle()
 		return nil, p.submitErr(context.Cause(ctx))
 	}
+}
+
+// queued counts r, just handed to the dispatcher, and returns its Pending.
+func (p *Producer) queued(r *request) *Pending {
+	if tm := p.tm; tm != nil {
+		tm.queueRequests.Inc()
+		tm.queueLen.Add(float64(r.bytes))
+	}
+	return &Pending{r: r, topic: p.opts.Topic}
 }
 
 // release frees n bytes of queue room, the topic's and the store's.
