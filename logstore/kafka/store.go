@@ -45,7 +45,7 @@ type LogStore struct {
 	// land inside a group's batch, between the parts of a split entry.
 	markClient *kgo.Client
 
-	index index.Collector // nil when DisableIndex
+	index regionIndex // nil when DisableIndex
 
 	mu        sync.Mutex
 	closed    bool
@@ -290,4 +290,19 @@ func (s *LogStore) shutdownClients() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
+}
+
+// regionIndex is what the store calls on the region index (an
+// *index.Collector): the runs appends and reads learn, the read plans, and
+// the topic's lifecycle. The extra calls a single job needs (Stats for
+// Prune, Watermark for reads, LogStarts, Topics) are small interfaces
+// declared next to that job.
+type regionIndex interface {
+	Start(topic string, logStart, end int64)
+	Observe(topic string, runs []index.Run)
+	ObserveScan(topic string, start, end int64, runs []index.Run)
+	Obsolete(topic string, region uint64, before int64)
+	Plan(topic string, from map[uint64]int64, end int64) index.Plan
+	Drop(ctx context.Context, topic string) error
+	Close(ctx context.Context) error
 }

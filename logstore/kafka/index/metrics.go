@@ -7,14 +7,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the kwal_index_* collectors of a Global.
+// metrics are the kwal_index_* metrics of a Collector.
 type metrics struct {
 	entries         prometheus.Counter
 	runs            prometheus.Counter
 	invalidRuns     prometheus.Counter
 	pendingOverflow prometheus.Counter
 	ckBytes         *prometheus.CounterVec // by kind: base, delta
-	ckFiles         *prometheus.CounterVec // by kind
+	checkpointFiles *prometheus.CounterVec // by kind
 	ckDuration      prometheus.Histogram
 	ckErrors        prometheus.Counter
 	loadFailures    *prometheus.CounterVec // by reason
@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kwal_index_checkpoint_bytes_total",
 			Help: "Bytes of checkpoint files written, by kind (base, delta).",
 		}, []string{"kind"}),
-		ckFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
+		checkpointFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_index_checkpoint_files_total",
 			Help: "Checkpoint files written, by kind (base, delta).",
 		}, []string{"kind"}),
@@ -114,7 +114,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.invalidRuns = register(m.invalidRuns).(prometheus.Counter)
 	m.pendingOverflow = register(m.pendingOverflow).(prometheus.Counter)
 	m.ckBytes = register(m.ckBytes).(*prometheus.CounterVec)
-	m.ckFiles = register(m.ckFiles).(*prometheus.CounterVec)
+	m.checkpointFiles = register(m.checkpointFiles).(*prometheus.CounterVec)
 	m.ckDuration = register(m.ckDuration).(prometheus.Histogram)
 	m.ckErrors = register(m.ckErrors).(prometheus.Counter)
 	m.loadFailures = register(m.loadFailures).(*prometheus.CounterVec)
