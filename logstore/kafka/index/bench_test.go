@@ -274,3 +274,14 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// memBytes estimates the heap bytes the list holds (for
+// BenchmarkRegionSetMemory).
+func (l *runList) memBytes() int {
+	const chunkHeader = 8 + 8 + 8 + 8 + 24
+	n := 0
+	for _, c := range l.chunks {
+		n += cap(c.data)
+	}
+	return n + cap(l.chunks)*chunkHeader
+}
