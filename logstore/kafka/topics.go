@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -131,40 +130,40 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) error {
 	}
 	// A new topic's partition may not have a leader yet; wait for one so
 	// that the first fetch or ListOffsets does not fail.
-	for {
+	_, err = retryEvery(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
 		details, err := s.adm.ListTopics(ctx, topic)
 		if err == nil {
 			if td, ok := details[topic]; ok && td.Err == nil && len(td.Partitions) > 0 {
 				if p, ok := td.Partitions[partition]; ok && p.Err == nil && p.Leader >= 0 {
-					return nil
+					return true, nil
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, ctx.Err())
-		case <-time.After(s.cfg.RetryBackoff):
-		}
+		return false, err
+	})
+	if err != nil {
+		return fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, err)
 	}
+	return nil
 }
 
 // offsets returns the partition's log start and end (high watermark),
 // asked concurrently. Retriable errors (a leader that moved) are retried
 // after a metadata refresh until ctx ends.
 func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64, err error) {
-	for attempt := 0; ; attempt++ {
+	_, err = retryEvery(ctx, s.cfg.RetryBackoff, func(attempt int) (bool, error) {
 		start, end, err = s.offsetsOnce(ctx, topic)
 		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, ErrUnknownNamespace) {
-			return start, end, err
+			return true, err
 		}
 		s.log.Debug("kwal: retrying list offsets", "topic", topic, "attempt", attempt, "err", err)
 		s.admin.ForceMetadataRefresh()
-		select {
-		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		case <-time.After(s.cfg.RetryBackoff):
-		}
+		return false, err
+	})
+	if err != nil {
+		return 0, 0, err
 	}
+	return start, end, nil
 }
 
 func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end int64, err error) {
