@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
@@ -167,26 +168,26 @@ func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64,
 }
 
 func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end int64, err error) {
-	var starts kadm.ListedOffsets
-	var serr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		starts, serr = s.adm.ListStartOffsets(ctx, topic)
-		if serr == nil {
-			serr = starts.Error()
+	var starts, ends kadm.ListedOffsets
+	g, gctx := errgroup.WithContext(ctx)
+	// Both lists run at once; the first failure cancels the other.
+	list := func(into *kadm.ListedOffsets, which string, call func(context.Context, ...string) (kadm.ListedOffsets, error)) func() error {
+		return func() error {
+			lo, err := call(gctx, topic)
+			if err == nil {
+				err = lo.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("kwal: namespace %q: list %s offset: %w", topic, which, mapUnknown(err))
+			}
+			*into = lo
+			return nil
 		}
-	}()
-	ends, err := s.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
 	}
-	<-done
-	if serr != nil {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: list start offset: %w", topic, mapUnknown(serr))
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: list end offset: %w", topic, mapUnknown(err))
+	g.Go(list(&starts, "start", s.adm.ListStartOffsets))
+	g.Go(list(&ends, "end", s.adm.ListEndOffsets))
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
 	}
 	so, ok1 := starts.Lookup(topic, partition)
 	eo, ok2 := ends.Lookup(topic, partition)

@@ -231,7 +231,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			}
 			// bytes/op includes the bases rewritten by compaction.
 			b.ReportMetric(float64(written)/float64(b.N), "bytes/op")
-			b.ReportMetric(metricValue(g.m.ckBytes.WithLabelValues("delta"))/
+			b.ReportMetric(metricValue(g.m.checkpointBytes.WithLabelValues("delta"))/
 				metricValue(g.m.checkpointFiles.WithLabelValues("delta")), "bytes/delta")
 		})
 		b.Run("base_1M_entries/"+wl.name, func(b *testing.B) {

@@ -8,8 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Compaction policy: a topic's deltas are folded into a new base once they
@@ -204,7 +205,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 		t.mu.Unlock()
 		return 0, fmt.Errorf("index: topic %q: writing checkpoint %s: %w", t.name, name, err)
 	}
-	t.m.ckBytes.WithLabelValues(kind.String()).Add(float64(len(data)))
+	t.m.checkpointBytes.WithLabelValues(kind.String()).Add(float64(len(data)))
 	t.m.checkpointFiles.WithLabelValues(kind.String()).Inc()
 	ps.lastSeq = seq
 	ps.c, ps.w = c, w
@@ -345,16 +346,15 @@ func (t *topic) load(ctx context.Context, st Store, files []storedFile) []loadFa
 		err  error
 	}
 	got := make([]fetched, len(ps.files))
-	sem := make(chan struct{}, fetchParallelism)
-	var wg sync.WaitGroup
+	var eg errgroup.Group
+	eg.SetLimit(fetchParallelism)
 	for i, f := range ps.files {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		eg.Go(func() error {
 			got[i].data, got[i].err = st.Get(ctx, f.name)
+			return nil // each file's failure is its own (read below)
 		})
 	}
-	wg.Wait()
+	_ = eg.Wait() // every Go returns nil
 	pos := make(map[string]int, len(ps.files))
 	for i, f := range ps.files {
 		pos[f.name] = i
@@ -474,10 +474,10 @@ func (g *Collector) checkpointAll(ctx context.Context) (int64, error) {
 		n, err := t.checkpoint(ctx, g.opts.Store)
 		total += n
 		if err != nil {
-			g.m.ckErrors.Inc()
+			g.m.checkpointErrors.Inc()
 			errs = append(errs, err)
 		}
 	}
-	g.m.ckDuration.Observe(time.Since(began).Seconds())
+	g.m.checkpointDuration.Observe(time.Since(began).Seconds())
 	return total, errors.Join(errs...)
 }

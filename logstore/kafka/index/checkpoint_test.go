@@ -300,7 +300,7 @@ func TestPutFailureIsRetried(t *testing.T) {
 		return nil
 	}
 	require.ErrorIs(t, g.Checkpoint(bg), errInjected)
-	require.Equal(t, 1.0, metricValue(g.m.ckErrors))
+	require.Equal(t, 1.0, metricValue(g.m.checkpointErrors))
 	fail = false
 	w = writeRegions(g, "t", w, []uint64{4}, 1, 3)
 	require.NoError(t, g.Checkpoint(bg))

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Collector is the index of every topic of one node: it collects the runs
@@ -102,21 +104,21 @@ func (g *Collector) load(ctx context.Context) {
 	// Topics load in parallel: on an object store each file is a round trip.
 	names = slices.Sorted(maps.Keys(byTopic))
 	topics := make([]*topic, len(names))
-	sem := make(chan struct{}, loadParallelism)
-	var wg sync.WaitGroup
+	var eg errgroup.Group
+	eg.SetLimit(loadParallelism)
 	for i, name := range names {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return
+		if ctx.Err() != nil {
+			break // Open fails
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		eg.Go(func() error {
 			topics[i] = g.loadTopic(ctx, name, byTopic[name])
+			return nil // a topic's unusable files are logged, not fatal
 		})
 	}
-	wg.Wait()
+	_ = eg.Wait() // every Go returns nil
+	if ctx.Err() != nil {
+		return
+	}
 	for i, t := range topics {
 		g.topics[names[i]] = t
 	}
