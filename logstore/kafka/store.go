@@ -116,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.admin, err = kgo.NewClient(base...); err != nil {
+	if s.admin, err = kgo.NewClient(append(base[:len(base):len(base)], kgo.WithHooks(s.metrics.clients.admin))...); err != nil {
 		return nil, fmt.Errorf("kwal: open: %w", err)
 	}
 	s.adm = kadm.NewClient(s.admin)
@@ -150,6 +150,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			kgo.MaxBufferedBytes(1<<40),
 			kgo.MaxBufferedRecords(1<<40),
 			kgo.UnknownTopicRetries(-1),
+			kgo.WithHooks(s.metrics.clients.lane),
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
@@ -163,8 +164,12 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.UnknownTopicRetries(-1),
+		kgo.WithHooks(s.metrics.clients.mark),
 	)...); err != nil {
 		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+	}
+	if err := s.metrics.registerClients(cfg.Registerer); err != nil {
+		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
