@@ -58,6 +58,11 @@ type fetcher struct {
 	planned  int64         // offsets of the planned ranges (the reads' joined)
 	through  int64         // offsets of the gaps fetched through
 	client   int           // round-robin over the store's connections
+	// wants is the lowest offset each region of the pass's reads wants,
+	// noted as their join markers are handed over (pruned.go).
+	wants map[uint64]int64
+	// provenTo: the wants lost nothing below it (pruned.go).
+	provenTo int64
 }
 
 // fetchStats counts a fetcher's requests and records its plan choice.
@@ -160,6 +165,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			if !send(fetched{join: head.join}) {
 				return
 			}
+			f.noteWants(head.join.from)
 			f.queue = f.queue[1:]
 			continue
 		}
@@ -181,6 +187,9 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		f.stats.bytes += int64(res.bytes)
 		res, err := f.settle(ctx, head, res)
 		if err != nil {
+			if err = f.pastPruned(ctx, err); err == nil {
+				continue // the log start rose above head, and the pass needed nothing below it
+			}
 			send(fetched{err: err})
 			return
 		}

@@ -121,7 +121,7 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 	adm := kadm.NewClient(raw)
 	seq := 0
 	// What the run exercised, so that it cannot pass vacuously.
-	var deletedByPrune, proved, prunedNeeded, prunedUnvouched int
+	var deletedByPrune, proved, provedUnvouched, prunedNeeded, prunedUnvouched int
 
 	check := func(step int, what string) {
 		t.Helper()
@@ -140,6 +140,9 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 					prunedUnvouched++
 				} else if int64(from)-1 < m.start {
 					proved++ // read from below the log start, proven complete
+					if int64(from)-1 < m.unvouched {
+						provedUnvouched++ // by the index: no prune mark speaks for it
+					}
 				}
 				switch {
 				case gone:
@@ -291,8 +294,8 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 		t.Logf("step %d: %s %s", step, m.name, what)
 		check(step, what)
 	}
-	t.Logf("prunes that deleted: %d; replays from below the log start proven complete: %d; ErrPruned for a needed entry gone: %d, for an unvouched retention: %d",
-		deletedByPrune, proved, prunedNeeded, prunedUnvouched)
+	t.Logf("prunes that deleted: %d; replays from below the log start proven complete: %d (%d below an unvouched retention's start); ErrPruned for a needed entry gone: %d, for an unvouched retention: %d",
+		deletedByPrune, proved, provedUnvouched, prunedNeeded, prunedUnvouched)
 	require.Positive(t, deletedByPrune, "no prune deleted anything")
 	require.Positive(t, proved, "no replay needed a proof")
 }

@@ -198,16 +198,26 @@
 // without bound: a region that stops writing (dropped table, moved away)
 // pins everything after its last flush. Prune marks it is.
 //
-// Limits. Retention past every prune point deletes what no mark speaks
-// for: a read from below the start then fails with ErrPruned even for a
-// region that lost nothing (Prune before retention, or let retention lag
-// the prune interval; a DeleteRecords the service refuses still leaves the
-// mark, so retention up to the last Prune's point is vouched for). A read
-// from below the region's own Obsolete point fails once a prune passed it,
-// even if the region had no record there (the table keeps points, not
-// records). The table keeps every region that ever declared a point. A
-// prune racing a read can end the read with ErrPruned (the fetch's offset
-// went out of range); the read again is then proven by the new mark.
+// Retention past every prune point deletes what no mark speaks for. The
+// index is then the witness (HadNone, deleted.go): where it accounted for
+// the deleted offsets (a checkpoint loaded before the start rose, or what
+// it kept in memory of the span that C dropped when it rose) and holds no
+// run of the region there above its Obsolete point, the region had no
+// record there and the read succeeds. A prune racing a read is answered
+// by the same proof when the read's fetch finds its offset out of range:
+// the read goes on from the new start when none of its regions lost a
+// record it wanted, and fails with ErrPruned otherwise.
+//
+// Limits. Where neither a mark nor the index speaks for deleted offsets
+// (retention past every prune point on a node whose index never covered
+// them, or that restarted since: what C dropped is kept in memory only), a
+// read from below the start fails with ErrPruned even for a region that
+// lost nothing (Prune before retention, or let retention lag the prune
+// interval; a DeleteRecords the service refuses still leaves the mark, so
+// retention up to the last Prune's point is vouched for). A read from
+// below the region's own Obsolete point fails once a prune passed it, even
+// if the region had no record there (the table keeps points, not records).
+// The table keeps every region that ever declared a point.
 // Records that are not kwal's hold no entry and go once Prune has seen
 // them; a corrupt kwal record stops Prune (it may be any region's entry).
 //
@@ -221,6 +231,7 @@
 //   - runlist.go: the compact per-region offset set and the run encoding.
 //   - plan.go: read plans.
 //   - scan.go: ObserveScan, extending coverage from readers' scans.
+//   - deleted.go: what the index knew of deleted offsets; HadNone.
 //   - checkpoint.go: file names, base and delta checkpoints, loading.
 //   - format.go: the checkpoint byte layout, encoder and decoder.
 //   - store.go, dirstore.go: the Store interface and the directory Store
