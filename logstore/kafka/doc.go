@@ -59,6 +59,7 @@
 //	cost.go        the cost model of fetching
 //	gaps.go        offsets missing from the log
 //	gate.go        reads' index updates against DeleteNamespace and Close
+//	catchup.go     the index's background catch-up after a restart
 //	metrics.go     the store's Prometheus metrics
 //
 // # Goroutines and their owners
@@ -79,6 +80,10 @@
 //     start and end concurrently (topics.go).
 //   - The pruner when Config.PruneInterval > 0, stopped by Close before the
 //     index closes; each round's Prune is cancelled when the pruner stops.
+//   - The index's catch-up after a restart (catchup.go): at most one per
+//     topic, one running at a time, started when a producer opens a topic
+//     whose index lies below the log's end; counted with the passes, it
+//     ends when Close cancels the reads.
 //   - The index's checkpoint goroutine, stopped by the index's Close.
 //   - franz-go's own goroutines, ended by closing the clients.
 package kafka

@@ -123,6 +123,16 @@
 //  7. A failed Put changes nothing in the chain: the changes it carried are
 //     handed back to the next checkpoint, which rewrites the same sequence
 //     number.
+//  8. A checkpoint is only worth what W reached. After a restart the loaded
+//     W may lie below the log's end (appends acknowledged after the last
+//     checkpoint), and new appends are observed above that gap: they stay
+//     pending and W cannot move through offsets nobody reported. So the
+//     store scans [W, end) in the background when it opens the topic's
+//     producer (kafka/catchup.go) and reports it through ObserveScan, a
+//     complete scan: W moves up through the gap and the pending runs, and
+//     checkpoints persist the node's progress again without waiting for a
+//     read. Until the scan ends, a checkpoint is the old, still true, state
+//     (points 3-4): a crash meanwhile loses progress, never correctness.
 //
 // # Limitations
 //
