@@ -105,3 +105,35 @@ func TestPruneRacingARead(t *testing.T) {
 		})
 	}
 }
+
+// TestCorruptRecordStopsEveryPrune protects a kwal record that fails its
+// checksum (it may be any region's entry) from becoming "no entry" in the
+// index: Prune's catch-up scan fails on it, and so does every later Prune
+// and every read that reaches it, rather than only the first (a failing
+// scan used to report the record to the index as holding no entry).
+func TestCorruptRecordStopsEveryPrune(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	s := openStore(t, brokers, nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("one")}})
+	require.NoError(t, err)
+	recs := partRecords(t, topic, 2, []byte("two"), 1<<20)
+	recs[0].Value = []byte("TWO") // fails its checksum
+	bad := rawProduce(t, brokers, recs...)[0]
+	last, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("three")}})
+	require.NoError(t, err)
+	require.NoError(t, s.Obsolete(ctx, topic, 1, last.LastEntryIDs[1]))
+	for i := range 3 {
+		_, err := s.Prune(ctx, topic)
+		var ce *logstore.CorruptError
+		require.ErrorAs(t, err, &ce, "prune %d", i)
+		require.Equal(t, bad, ce.Offset, "prune %d", i)
+	}
+	for i := range 2 {
+		_, err := readErr(s.Read(ctx, topic, 1, res.LastEntryIDs[1]))
+		var ce *logstore.CorruptError
+		require.ErrorAs(t, err, &ce, "read %d", i)
+	}
+}
