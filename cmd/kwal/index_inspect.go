@@ -160,7 +160,7 @@ func scanLog(ctx context.Context, s *session, ns string, span *indexedSpan) (*lo
 // loadIndex loads the index checkpointed in dir without writing to it, for
 // inspection through the index package's Topics and Stats. The caller
 // closes it.
-func loadIndex(dir string, log *slog.Logger) (*index.Global, error) {
+func loadIndex(dir string, log *slog.Logger) (*index.Collector, error) {
 	g, err := index.New(index.Options{Store: index.OpenDirStoreReadOnly(dir), ReadOnly: true, Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, fmt.Errorf("loading the index in %s: %w", dir, err)

@@ -511,7 +511,7 @@ func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64)
 }
 
 // watermarker is what startIndexForRead needs from the index;
-// *index.Global has it.
+// *index.Collector has it.
 type watermarker interface {
 	Watermark(topic string) (int64, bool)
 }

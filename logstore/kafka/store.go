@@ -45,7 +45,7 @@ type LogStore struct {
 	// land inside a group's batch, between the parts of a split entry.
 	markClient *kgo.Client
 
-	index index.Collector // nil when DisableIndex
+	index regionIndex // nil when DisableIndex
 
 	mu        sync.Mutex
 	closed    bool
@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.admin, err = kgo.NewClient(base...); err != nil {
+	if s.admin, err = kgo.NewClient(append(base[:len(base):len(base)], kgo.WithHooks(s.metrics.clients.admin))...); err != nil {
 		return nil, fmt.Errorf("kwal: open: %w", err)
 	}
 	s.adm = kadm.NewClient(s.admin)
@@ -154,6 +154,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			kgo.MaxBufferedBytes(1<<40),
 			kgo.MaxBufferedRecords(1<<40),
 			kgo.UnknownTopicRetries(-1),
+			kgo.WithHooks(s.metrics.clients.lane),
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
@@ -167,8 +168,12 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.UnknownTopicRetries(-1),
+		kgo.WithHooks(s.metrics.clients.mark),
 	)...); err != nil {
 		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+	}
+	if err := s.metrics.registerClients(cfg.Registerer); err != nil {
+		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
@@ -294,4 +299,19 @@ func (s *LogStore) shutdownClients() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
+}
+
+// regionIndex is what the store calls on the region index (an
+// *index.Collector): the runs appends and reads learn, the read plans, and
+// the topic's lifecycle. The extra calls a single job needs (Stats for
+// Prune, Watermark for reads, LogStarts, Topics) are small interfaces
+// declared next to that job.
+type regionIndex interface {
+	Start(topic string, logStart, end int64)
+	Observe(topic string, runs []index.Run)
+	ObserveScan(topic string, start, end int64, runs []index.Run)
+	Obsolete(topic string, region uint64, before int64)
+	Plan(topic string, from map[uint64]int64, end int64) index.Plan
+	Drop(ctx context.Context, topic string) error
+	Close(ctx context.Context) error
 }

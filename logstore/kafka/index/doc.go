@@ -1,6 +1,6 @@
 // Package index is kwal's region index: per topic, which Kafka offsets hold
 // which region's records, so that replaying one region fetches only its own
-// records. Global implements the Collector contract of index.go; a Store
+// records. Collector holds it for every topic of a node; a Store
 // (NewDirStore, or the blobstore sub-package over gocloud.dev/blob) keeps
 // its checkpoints.
 //
@@ -54,11 +54,11 @@
 //
 // # Locking
 //
-// Global.mu guards only the map of topics. Each topic has mu (an RWMutex:
-// Observe, Start and Obsolete write, Plan reads) and ckMu, which serialises
-// its checkpoints and Drop and guards its persistence state; ckMu is taken
-// before mu. A checkpoint holds mu only while it encodes the file; the store
-// write runs under ckMu alone.
+// Collector.mu guards only the map of topics. Each topic has mu (an
+// RWMutex: Observe, Start and Obsolete write, Plan reads) and persistMu,
+// which serialises its checkpoints and Drop and guards its persistence
+// state (persist); persistMu is taken before mu. A checkpoint holds mu only
+// while it encodes the file; the store write runs under persistMu alone.
 //
 // # Goroutines
 //
@@ -138,7 +138,7 @@
 //
 // The index cannot tell a topic that was deleted and recreated, then
 // written past the old W while this node was down, from the old topic:
-// Drop the topic when it is deleted. One Global writes to a Store (or a
+// Drop the topic when it is deleted. One Collector writes to a Store (or a
 // prefix of a bucket); others may only read it (Options.ReadOnly). C moves
 // down only through a complete scan that reaches it (ObserveScan).
 //
@@ -233,8 +233,10 @@
 //
 // # File map
 //
-//   - index.go: the Collector contract and its types.
-//   - collector.go: Global (topic map, background checkpoint, Close).
+//   - index.go: the types the store exchanges with the index (Run, Range,
+//     Plan).
+//   - collector.go: Collector (topic map, the calls the store makes,
+//     background checkpoint, Close).
 //   - options.go: Options and their defaults.
 //   - topic.go: one topic's accounted span, pending runs, Start, Observe,
 //     Obsolete.

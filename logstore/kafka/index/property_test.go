@@ -57,7 +57,7 @@ type propRun struct {
 	rng    *rand.Rand
 	st     *memStore
 	gap    int64
-	g      *Global
+	g      *Collector
 	topics []*propTopic
 	stats  struct{ reads, scanned, indexed, asked, proven, unproven int64 }
 }
