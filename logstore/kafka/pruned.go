@@ -76,7 +76,7 @@ func fromOffset(id logstore.EntryID) int64 {
 	return int64(id) - 1
 }
 
-// noneProver is what proveNothingPruned asks the index; *index.Global has
+// noneProver is what proveNothingPruned asks the index; *index.Collector has
 // it.
 type noneProver interface {
 	HadNone(topic string, region uint64, from, to int64) bool

@@ -62,7 +62,7 @@ func (t *topic) noteDeletedLocked(x int64) {
 // record in [from, to) that a read from from would need, including offsets
 // already deleted from the log (see deletedSpan). False means it cannot
 // prove it, not that records were there.
-func (g *Global) HadNone(topic string, region uint64, from, to int64) bool {
+func (g *Collector) HadNone(topic string, region uint64, from, to int64) bool {
 	if from >= to {
 		return true
 	}
