@@ -43,6 +43,9 @@
 //	store.go       the LogStore, Open, Close and its order
 //	config.go      Config, its defaults and Validate
 //	clients.go     franz-go client options (TLS, SASL, dialer, logger)
+//	kprom.go       the clients' own metrics (kprom), one set per role
+//	unreachable.go Ping and Open's errors when no broker answers
+//	retry.go       the one retry loop of whole calls (leader, offsets, fetch)
 //	topics.go      topics: creation, producers, offsets, partition metadata
 //	append.go      AppendBatch, LatestEntryID
 //	namespaces.go  Obsolete, CreateNamespace, DeleteNamespace, ListNamespaces
@@ -76,8 +79,9 @@
 //   - One goroutine per topic for the batched bounds lookups of starting
 //     reads.
 //   - Short-lived goroutines that their caller waits for: Prune's catch-up
-//     scan runs a fetcher of its own (prune.go), and offsets asks the log
-//     start and end concurrently (topics.go).
+//     scan runs a fetcher of its own (prune.go), offsets asks the log
+//     start and end concurrently (topics.go, an errgroup), and each
+//     collection of a client role's metrics (kprom.go).
 //   - The pruner when Config.PruneInterval > 0, stopped by Close before the
 //     index closes; each round's Prune is cancelled when the pruner stops.
 //   - The index's catch-up after a restart (catchup.go): at most one per

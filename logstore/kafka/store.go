@@ -92,8 +92,10 @@ type producerSlot struct {
 }
 
 // Open validates cfg, connects to the brokers and loads the index. It
-// fails if no broker answers within cfg.RequestTimeout, and when ctx ends
-// before the index is loaded (a slow or hanging IndexStore).
+// fails with an error matching ErrUnreachable if no broker answers within
+// cfg.RequestTimeout (and with ErrRefused, ErrAuthFailed, ErrTLS or
+// ErrBrokerTimeout, what happened), and when ctx ends before the index is
+// loaded (a slow or hanging IndexStore).
 func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -124,11 +126,8 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		return nil, fmt.Errorf("kwal: open: %w", err)
 	}
 	s.adm = kadm.NewClient(s.admin)
-	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	err = s.admin.Ping(pctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("kwal: open: no broker of %v answered within %v: %w", cfg.Brokers, cfg.RequestTimeout, err)
+	if err := Ping(ctx, s.admin, cfg); err != nil {
+		return nil, err
 	}
 	codec, _ := CompressionCodec(cfg.Compression)
 	clients := make([]worker.Client, cfg.ProduceLanes)

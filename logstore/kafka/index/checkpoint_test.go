@@ -339,7 +339,7 @@ func TestDirStoreCrashKeepsPreviousCheckpoint(t *testing.T) {
 	// Stop without Close (a crash).
 
 	// Reading the directory as it is already ignores the temporary files.
-	ds2 := &dirStore{dir: dir}
+	ds2 := &dirStore{dir: dir, fs: osFS{}}
 	g2 := newCollector(t, Options{Store: ds2, MergeGap: -1})
 	g2.Start("t", 0, w+100)
 	require.Equal(t, append(want, Range{w, w + 100, true}), planOf(g2, "t", 1, w+100))
