@@ -3,9 +3,13 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -17,31 +21,38 @@ import (
 // gone. The read of regions 3 and 2 scans (NoIndex) a log of region 3's
 // first entry, many records of region 1 and then region 2's entries; its
 // loop body, at region 3's first entry, moves the log start up to region
-// 2's first entry while the pass has most of region 1's records still to
-// fetch (a pass reads at most about four fetch limits ahead). The fetch
-// of the deleted offsets then finds them out of range, and the read must
-// go on from the new start:
+// 2's first entry. The pass's fetch of the deleted offsets then finds them
+// out of range, and the read must go on from the new start:
 //   - after a Prune, vouched for by its prune mark;
 //   - after retention, vouched for by the index, which accounted for the
 //     deleted offsets and holds no run of regions 3 or 2 there.
 //
 // When region 3 had an entry among the deleted offsets (needed by the
-// read), the read fails with ErrPruned naming it.
+// read), the read fails with ErrPruned naming the new start.
+//
+// On kfake every fetch above offset 0 waits until the loop body moved the
+// start, so the pass certainly fetches the deleted offsets after it. On a
+// real broker the pass may have fetched them already (the read then simply
+// succeeds), so the case that must fail runs on kfake only.
 func TestPruneRacingARead(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
+	type testCase struct {
 		name      string
 		obsolete  bool // regions 1 and 3 flushed: Prune may delete
 		prune     bool // Prune, else retention (DeleteRecords)
 		lostEntry bool // region 3 has a second entry among the deleted
-	}{
+	}
+	cases := []testCase{
 		{name: "prune", obsolete: true, prune: true},
 		{name: "retention", obsolete: false},
-		{name: "retention deletes a needed entry", lostEntry: true},
-	} {
+	}
+	if testutil.RealBrokers() == nil {
+		cases = append(cases, testCase{name: "retention deletes a needed entry", lostEntry: true})
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			brokers := testutil.Brokers(t)
+			brokers, release := racingBrokers(t)
 			s := openStore(t, brokers, func(c *kafka.Config) {
 				c.MaxBatchBytes = 16 << 10
 				c.FetchMaxBytes = 32 << 10
@@ -49,13 +60,7 @@ func TestPruneRacingARead(t *testing.T) {
 			ctx := context.Background()
 			topic := newTopic(t)
 			appendN := func(region logstore.RegionID, n, size int) logstore.EntryID {
-				batch := make([]logstore.Entry, n)
-				for i := range batch {
-					batch[i] = logstore.Entry{Namespace: topic, Region: region, Data: fmt.Appendf(make([]byte, 0, size), "%d-%d-%0*d", region, i, size, 0)}
-				}
-				res, err := s.AppendBatch(ctx, batch)
-				require.NoError(t, err)
-				return res.LastEntryIDs[region]
+				return appendEntries(t, s, topic, region, n, size)
 			}
 			e0 := appendN(3, 1, 100)
 			r1 := appendN(1, 150, 2000)
@@ -91,6 +96,7 @@ func TestPruneRacingARead(t *testing.T) {
 				} else {
 					deleteRecords(t, brokers, topic, int64(r2[0])-1)
 				}
+				close(release)
 			}
 			if tc.lostEntry {
 				require.ErrorIs(t, readErr, logstore.ErrPruned, "region 3's entry %d was deleted under the read", lost)
@@ -104,6 +110,146 @@ func TestPruneRacingARead(t *testing.T) {
 			require.Equal(t, append([]logstore.EntryID{e0}, r2...), got)
 		})
 	}
+}
+
+// TestPruneRacingASharedPass protects the reads that joined a pass: when
+// the log start overtakes the pass, the proof covers every read's regions,
+// not only the read that started it. Read X (region 3, whose entry is at
+// offset 0) starts the pass and read Y (region 4, whose entry lies among
+// region 1's records) joins it; X's loop body deletes below region 2's
+// entries, Y's entry included. Both reads must fail with ErrPruned: going
+// on from the new start would end Y with nothing and no error. (kfake: its
+// fetches are held until Y joined, and above offset 0 until the deletion.)
+func TestPruneRacingASharedPass(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	brokers := c.ListenAddrs()
+	fetching := make(chan struct{}, 1) // a fetch arrived
+	joinedCh := make(chan struct{})    // closed when Y joined
+	release := make(chan struct{})     // closed when the start moved
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case fetching <- struct{}{}:
+		default:
+		}
+		c.SleepControl(func() {
+			<-joinedCh
+			if fetchesAbove(req, 0) {
+				<-release
+			}
+		})
+		return nil, nil, false
+	})
+	s := openStore(t, brokers, func(c *kafka.Config) {
+		c.MaxBatchBytes = 16 << 10
+		c.FetchMaxBytes = 32 << 10
+	})
+	ctx := context.Background()
+	topic := newTopic(t)
+	e0 := appendEntries(t, s, topic, 3, 1, 100)
+	appendEntries(t, s, topic, 1, 150, 2000)
+	e4 := appendEntries(t, s, topic, 4, 1, 100)
+	appendEntries(t, s, topic, 1, 150, 2000)
+	r2 := appendEntries(t, s, topic, 2, 1, 100)
+
+	var joinOnce, releaseOnce sync.Once
+	kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) })
+	type outcome struct {
+		got []logstore.EntryID
+		err error
+	}
+	read := func(region logstore.RegionID, onEntry func()) outcome {
+		var o outcome
+		for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{region: 1}, kafka.ReadOptions{NoIndex: true}) {
+			if err != nil {
+				o.err = err
+				break
+			}
+			o.got = append(o.got, e.ID)
+			onEntry()
+		}
+		return o
+	}
+	deleted := make(chan error, 1)
+	xDone := make(chan outcome, 1)
+	go func() {
+		xDone <- read(3, func() {
+			releaseOnce.Do(func() { // at e0: retention deletes below region 2's entry
+				defer close(release)
+				cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+				if err != nil {
+					deleted <- err
+					return
+				}
+				defer cl.Close()
+				var os kadm.Offsets
+				os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(r2) - 1})
+				resp, err := kadm.NewClient(cl).DeleteRecords(ctx, os)
+				if err == nil {
+					err = resp.Error()
+				}
+				deleted <- err
+			})
+		})
+	}()
+	<-fetching // X's pass fetches (held until Y joins)
+	y := read(4, func() {})
+	x := <-xDone
+	require.NoError(t, <-deleted)
+	require.ErrorIs(t, y.err, logstore.ErrPruned, "Y's entry %d was deleted under the shared pass", e4)
+	require.Empty(t, y.got)
+	require.ErrorIs(t, x.err, logstore.ErrPruned, "the pass fails for all its reads")
+	require.Equal(t, []logstore.EntryID{e0}, x.got)
+}
+
+// racingBrokers returns the brokers for a test racing a read, and a channel
+// to close once the race's deletion is done: on kfake, every fetch above
+// offset 0 waits for it (see TestPruneRacingARead); on a real broker
+// nothing waits.
+func racingBrokers(t *testing.T) ([]string, chan struct{}) {
+	release := make(chan struct{})
+	if real := testutil.RealBrokers(); real != nil {
+		return real, release
+	}
+	c := testutil.NewCluster(t)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if fetchesAbove(req, 0) {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	return c.ListenAddrs(), release
+}
+
+// fetchesAbove reports whether a fetch request asks for an offset above off.
+func fetchesAbove(req kmsg.Request, off int64) bool {
+	fr, ok := req.(*kmsg.FetchRequest)
+	if !ok {
+		return false
+	}
+	for _, tp := range fr.Topics {
+		for _, p := range tp.Partitions {
+			if p.FetchOffset > off {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendEntries appends n entries of about size bytes to the region in one
+// call and returns the last one's ID.
+func appendEntries(t *testing.T, s *kafka.LogStore, topic string, region logstore.RegionID, n, size int) logstore.EntryID {
+	t.Helper()
+	batch := make([]logstore.Entry, n)
+	for i := range batch {
+		batch[i] = logstore.Entry{Namespace: topic, Region: region, Data: fmt.Appendf(make([]byte, 0, size), "%d-%d-%0*d", region, i, size, 0)}
+	}
+	res, err := s.AppendBatch(context.Background(), batch)
+	require.NoError(t, err)
+	return res.LastEntryIDs[region]
 }
 
 // TestCorruptRecordStopsEveryPrune protects a kwal record that fails its
