@@ -125,7 +125,8 @@
 //     number.
 //  8. A checkpoint is only worth what W reached. After a restart the loaded
 //     W may lie below the log's end (appends acknowledged after the last
-//     checkpoint), and new appends are observed above that gap: they stay
+//     checkpoint, or other stores' records), and new appends are observed
+//     above that gap: they stay
 //     pending and W cannot move through offsets nobody reported. So the
 //     store scans [W, end) in the background when it opens the topic's
 //     producer (kafka/catchup.go) and reports it through ObserveScan, a
@@ -133,6 +134,8 @@
 //     checkpoints persist the node's progress again without waiting for a
 //     read. Until the scan ends, a checkpoint is the old, still true, state
 //     (points 3-4): a crash meanwhile loses progress, never correctness.
+//     (Records another store writes while this one runs leave the same kind
+//     of gap; reads, Prune's catch-up and the next producer open close it.)
 //
 // # Limitations
 //
@@ -229,7 +232,8 @@
 // if the region had no record there (the table keeps points, not records).
 // The table keeps every region that ever declared a point.
 // Records that are not kwal's hold no entry and go once Prune has seen
-// them; a corrupt kwal record stops Prune (it may be any region's entry).
+// them; a corrupt kwal record stops every Prune (it may be any region's
+// entry; a scan that fails on it accounts for nothing from it on).
 //
 // # File map
 //
