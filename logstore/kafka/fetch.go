@@ -58,10 +58,10 @@ type fetcher struct {
 	planned  int64         // offsets of the planned ranges (the reads' joined)
 	through  int64         // offsets of the gaps fetched through
 	client   int           // round-robin over the store's connections
-	// wants is the lowest offset each region of the pass's reads wants,
-	// noted as their join markers are handed over (pruned.go).
-	wants map[uint64]int64
-	// provenTo: the wants lost nothing below it (pruned.go).
+	// joined are the pass's reads, noted as their join markers are handed
+	// over, and provenTo how far they were proven to have lost nothing
+	// (pruned.go).
+	joined   []*sub
 	provenTo int64
 }
 
@@ -165,7 +165,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			if !send(fetched{join: head.join}) {
 				return
 			}
-			f.noteWants(head.join.from)
+			f.noteJoined(head.join)
 			f.queue = f.queue[1:]
 			continue
 		}

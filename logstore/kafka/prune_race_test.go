@@ -113,94 +113,126 @@ func TestPruneRacingARead(t *testing.T) {
 }
 
 // TestPruneRacingASharedPass protects the reads that joined a pass: when
-// the log start overtakes the pass, the proof covers every read's regions,
-// not only the read that started it. Read X (region 3, whose entry is at
-// offset 0) starts the pass and read Y (region 4, whose entry lies among
+// the log start overtakes the pass, the proof covers every read still in
+// it, not only the read that started it. Read X (region 3, whose entry is
+// at offset 0) starts the pass and read Y (region 4, whose entry lies among
 // region 1's records) joins it; X's loop body deletes below region 2's
-// entries, Y's entry included. Both reads must fail with ErrPruned: going
-// on from the new start would end Y with nothing and no error. (kfake: its
-// fetches are held until Y joined, and above offset 0 until the deletion.)
+// entries, Y's entry included.
+//   - Y still reading: both reads must fail with ErrPruned (going on from
+//     the new start would end Y with nothing and no error).
+//   - Y left the pass first (its context ended): nothing X needs went, and
+//     X completes.
+//
+// (kfake: its fetches are held until Y joined, and above offset 0 until
+// the deletion.)
 func TestPruneRacingASharedPass(t *testing.T) {
 	t.Parallel()
-	c := testutil.NewCluster(t)
-	brokers := c.ListenAddrs()
-	fetching := make(chan struct{}, 1) // a fetch arrived
-	joinedCh := make(chan struct{})    // closed when Y joined
-	release := make(chan struct{})     // closed when the start moved
-	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		select {
-		case fetching <- struct{}{}:
-		default:
-		}
-		c.SleepControl(func() {
-			<-joinedCh
-			if fetchesAbove(req, 0) {
-				<-release
-			}
-		})
-		return nil, nil, false
-	})
-	s := openStore(t, brokers, func(c *kafka.Config) {
-		c.MaxBatchBytes = 16 << 10
-		c.FetchMaxBytes = 32 << 10
-	})
-	ctx := context.Background()
-	topic := newTopic(t)
-	e0 := appendEntries(t, s, topic, 3, 1, 100)
-	appendEntries(t, s, topic, 1, 150, 2000)
-	e4 := appendEntries(t, s, topic, 4, 1, 100)
-	appendEntries(t, s, topic, 1, 150, 2000)
-	r2 := appendEntries(t, s, topic, 2, 1, 100)
-
-	var joinOnce, releaseOnce sync.Once
-	kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) })
-	type outcome struct {
-		got []logstore.EntryID
-		err error
-	}
-	read := func(region logstore.RegionID, onEntry func()) outcome {
-		var o outcome
-		for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{region: 1}, kafka.ReadOptions{NoIndex: true}) {
-			if err != nil {
-				o.err = err
-				break
-			}
-			o.got = append(o.got, e.ID)
-			onEntry()
-		}
-		return o
-	}
-	deleted := make(chan error, 1)
-	xDone := make(chan outcome, 1)
-	go func() {
-		xDone <- read(3, func() {
-			releaseOnce.Do(func() { // at e0: retention deletes below region 2's entry
-				defer close(release)
-				cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-				if err != nil {
-					deleted <- err
-					return
+	for _, yLeaves := range []bool{false, true} {
+		t.Run(fmt.Sprintf("joined read leaves %v", yLeaves), func(t *testing.T) {
+			t.Parallel()
+			c := testutil.NewCluster(t)
+			brokers := c.ListenAddrs()
+			fetching := make(chan struct{}, 1) // a fetch arrived
+			joinedCh := make(chan struct{})    // closed when Y joined
+			release := make(chan struct{})     // closed when the start moved
+			c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				select {
+				case fetching <- struct{}{}:
+				default:
 				}
-				defer cl.Close()
-				var os kadm.Offsets
-				os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(r2) - 1})
-				resp, err := kadm.NewClient(cl).DeleteRecords(ctx, os)
-				if err == nil {
-					err = resp.Error()
-				}
-				deleted <- err
+				c.SleepControl(func() {
+					<-joinedCh
+					if fetchesAbove(req, 0) {
+						<-release
+					}
+				})
+				return nil, nil, false
 			})
+			s := openStore(t, brokers, func(c *kafka.Config) {
+				c.MaxBatchBytes = 16 << 10
+				c.FetchMaxBytes = 32 << 10
+			})
+			ctx := context.Background()
+			topic := newTopic(t)
+			e0 := appendEntries(t, s, topic, 3, 1, 100)
+			appendEntries(t, s, topic, 1, 150, 2000)
+			e4 := appendEntries(t, s, topic, 4, 1, 100)
+			appendEntries(t, s, topic, 1, 150, 2000)
+			r2 := appendEntries(t, s, topic, 2, 1, 100)
+
+			var joinOnce, releaseOnce sync.Once
+			kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) })
+			type outcome struct {
+				got []logstore.EntryID
+				err error
+			}
+			read := func(ctx context.Context, region logstore.RegionID, onEntry func()) outcome {
+				var o outcome
+				for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{region: 1}, kafka.ReadOptions{NoIndex: true}) {
+					if err != nil {
+						o.err = err
+						break
+					}
+					o.got = append(o.got, e.ID)
+					onEntry()
+				}
+				return o
+			}
+			yGone := make(chan struct{}) // closed when Y's read returned, if it leaves
+			if !yLeaves {
+				close(yGone)
+			}
+			deleted := make(chan error, 1)
+			xDone := make(chan outcome, 1)
+			go func() {
+				xDone <- read(ctx, 3, func() {
+					releaseOnce.Do(func() { // at e0: retention deletes below region 2's entry
+						defer close(release)
+						<-yGone
+						cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+						if err != nil {
+							deleted <- err
+							return
+						}
+						defer cl.Close()
+						var os kadm.Offsets
+						os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(r2) - 1})
+						resp, err := kadm.NewClient(cl).DeleteRecords(ctx, os)
+						if err == nil {
+							err = resp.Error()
+						}
+						deleted <- err
+					})
+				})
+			}()
+			<-fetching // X's pass fetches (held until Y joins)
+			yctx, ycancel := context.WithCancel(ctx)
+			defer ycancel()
+			yDone := make(chan outcome, 1)
+			go func() { yDone <- read(yctx, 4, func() {}) }()
+			var y outcome
+			if yLeaves {
+				<-joinedCh
+				ycancel()
+				y = <-yDone
+				close(yGone)
+			}
+			x := <-xDone
+			require.NoError(t, <-deleted)
+			if yLeaves {
+				require.ErrorIs(t, y.err, context.Canceled)
+				require.NoError(t, x.err, "nothing X asked for went")
+				require.Equal(t, []logstore.EntryID{e0}, x.got)
+				return
+			}
+			y = <-yDone
+			require.ErrorIs(t, y.err, logstore.ErrPruned, "Y's entry %d was deleted under the shared pass", e4)
+			require.Empty(t, y.got)
+			require.ErrorIs(t, x.err, logstore.ErrPruned, "the pass fails for all its reads")
+			require.Equal(t, []logstore.EntryID{e0}, x.got)
 		})
-	}()
-	<-fetching // X's pass fetches (held until Y joins)
-	y := read(4, func() {})
-	x := <-xDone
-	require.NoError(t, <-deleted)
-	require.ErrorIs(t, y.err, logstore.ErrPruned, "Y's entry %d was deleted under the shared pass", e4)
-	require.Empty(t, y.got)
-	require.ErrorIs(t, x.err, logstore.ErrPruned, "the pass fails for all its reads")
-	require.Equal(t, []logstore.EntryID{e0}, x.got)
+	}
 }
 
 // racingBrokers returns the brokers for a test racing a read, and a channel

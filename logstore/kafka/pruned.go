@@ -153,27 +153,39 @@ type startMovedError struct {
 func (e *startMovedError) Error() string   { return e.pruned.Error() + ": " + e.cause.Error() }
 func (e *startMovedError) Unwrap() []error { return []error{e.pruned, e.cause} }
 
-// noteWants takes in the from offsets of a read whose join marker the
-// fetcher hands over. The marker goes before every chunk that may hold the
-// read's records, so when a chunk reaches the head of the queue, every
-// read that may want a record in it is noted.
-func (f *fetcher) noteWants(from map[uint64]int64) {
-	if f.wants == nil {
-		f.wants = make(map[uint64]int64, len(from))
-	}
-	for region, off := range from {
-		if cur, ok := f.wants[region]; !ok || off < cur {
-			f.wants[region] = off
-			f.provenTo = 0 // proven for the reads noted before
+// noteJoined takes in a read whose join marker the fetcher hands over. The
+// marker goes before every chunk that may hold the read's records, so when
+// a chunk reaches the head of the queue, every read that may want a record
+// in it is noted.
+func (f *fetcher) noteJoined(sb *sub) {
+	f.joined = append(f.joined, sb)
+	f.provenTo = 0 // proven for the reads noted before
+}
+
+// wants returns the lowest offset each region is wanted from by the pass's
+// reads that have not left it (a read that left needs nothing more).
+func (f *fetcher) wants() map[uint64]int64 {
+	w := make(map[uint64]int64)
+	for _, sb := range f.joined {
+		select {
+		case <-sb.gone:
+			continue
+		default:
+		}
+		for region, off := range sb.from {
+			if cur, ok := w[region]; !ok || off < cur {
+				w[region] = off
+			}
 		}
 	}
+	return w
 }
 
 // pastPruned handles the head chunk's fetch failing because the log start
 // rose above it while the pass ran (a Prune or retention racing the read).
-// The pass fails with ErrPruned only when one of its reads needed something
-// that went: for each region, the offsets [max(head's offset, the region's
-// from), start) are put to the same proof as a read starting below the log
+// The pass fails with ErrPruned only when one of its reads (still in the
+// pass) needed something that went: for each region, the offsets [max(head's
+// offset, the region's from), start) are put to the same proof as a read starting below the log
 // start (proveNothingPruned: the index or a prune mark; Prune writes its
 // mark before it deletes, so the proof of a racing Prune is in the log).
 // When nothing needed went, the chunk goes on from the new start: it
@@ -190,7 +202,7 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 		// Chunks behind the head that the start overtook too come here
 		// one by one; one proof up to the start serves them all.
 		var below []regionFrom
-		for region, from := range f.wants {
+		for region, from := range f.wants() {
 			if at := max(from, head.off); at < sm.start {
 				below = append(below, regionFrom{region: logstore.RegionID(region), id: logstore.EntryID(at + 1)})
 			}
