@@ -17,14 +17,15 @@ import "github.com/kwal/kwal/logstore/kafka/index"
 // store scans [W, end) in the background, as a read would, and the index
 // takes it in through ObserveScan: W moves up through the gap and the
 // pending runs, and checkpoints go on from there. The scan is bounded by
-// the end known when the producer opened (records above it are the new
-// producer's, which the index observes as they are acknowledged). At most
+// the end known when the producer opened (the producer's own records above
+// it are observed as they are acknowledged; other stores' records there
+// are left to reads and Prune, see index/doc.go point 8). At most
 // one catch-up runs at a time in a store (a pass each: ReadMemoryBound),
 // one per topic; each is counted with the reads' goroutines, ends when
 // Close cancels the reads, and updates the index only through the gate
 // (DeleteNamespace and Close stop it). A catch-up that fails (a corrupt
-// record, the broker gone) leaves the index as it was, and is logged: the
-// next read's scan or Prune's catch-up closes the gap then.
+// record, the broker gone) keeps what it scanned before the failure, and
+// is logged: the next read's scan or Prune's catch-up meets the rest.
 
 // catchUpSlots bounds the catch-ups running at once.
 const catchUpSlots = 1
