@@ -32,8 +32,9 @@ type dumpChecks struct {
 	next       int64 // the offset the next record should have
 	corrupt    []int64
 	nCorrupt   int64
-	gaps       []span64
-	nGaps      int
+	lead       *span64  // offsets missing before the first record seen
+	gaps       []span64 // the first maxNamed gaps between records and at the end
+	nGaps      int      // every gap, lead included
 	missing    int64
 	control    int64
 	prunePoint int64 // the highest Point of the prune marks seen; -1 when none
@@ -49,8 +50,8 @@ func newDumpChecks() *dumpChecks {
 	return &dumpChecks{first: -1, prunePoint: -1}
 }
 
-// control takes in a control record (a transaction marker): it holds an
-// offset, no entry.
+// controlRecord takes in a control record (a transaction marker): it holds
+// an offset, no entry.
 func (c *dumpChecks) controlRecord(rec *kgo.Record) {
 	c.control++
 	c.offset(rec.Offset)
@@ -105,12 +106,9 @@ func (c *dumpChecks) finish(at, end int64, complete bool) {
 		return
 	}
 	if c.first > at {
-		// Found before the others, so it goes first.
-		n, gaps := c.nGaps, c.gaps
-		c.nGaps, c.gaps = 0, nil
-		c.gap(at, c.first)
-		c.nGaps += n
-		c.gaps = append(c.gaps, gaps[:min(len(gaps), maxNamed-1)]...)
+		c.lead = &span64{at, c.first}
+		c.missing += c.first - at
+		c.nGaps++
 	}
 	if complete && c.next < end {
 		c.gap(c.next, end)
@@ -125,13 +123,19 @@ func (c *dumpChecks) report(start, end int64, complete, fromStart bool, indexW i
 			c.nCorrupt, namedOffsets(c.corrupt, c.nCorrupt)))
 	}
 	if c.missing > 0 {
-		var spans []string
-		for _, g := range c.gaps {
-			spans = append(spans, fmt.Sprintf("[%d, %d)", g.from, g.to))
+		var named []span64
+		if c.lead != nil {
+			named = append(named, *c.lead)
+		}
+		named = append(named, c.gaps...)
+		named = named[:min(len(named), maxNamed)]
+		spans := make([]string, len(named))
+		for i, g := range named {
+			spans[i] = fmt.Sprintf("[%d, %d)", g.from, g.to)
 		}
 		more := ""
-		if c.nGaps > len(c.gaps) {
-			more = fmt.Sprintf(" and %d more ranges", c.nGaps-len(c.gaps))
+		if c.nGaps > len(named) {
+			more = fmt.Sprintf(" and %d more ranges", c.nGaps-len(named))
 		}
 		damage = append(damage, fmt.Sprintf("MISSING: %d offset(s) hold no record, at %s%s: records were cut from the log",
 			c.missing, strings.Join(spans, ", "), more))
