@@ -58,6 +58,11 @@ type fetcher struct {
 	planned  int64         // offsets of the planned ranges (the reads' joined)
 	through  int64         // offsets of the gaps fetched through
 	client   int           // round-robin over the store's connections
+	// joined are the pass's reads, noted as their join markers are handed
+	// over, and provenTo how far they were proven to have lost nothing
+	// (pruned.go).
+	joined   []*sub
+	provenTo int64
 }
 
 // fetchStats counts a fetcher's requests and records its plan choice.
@@ -160,6 +165,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			if !send(fetched{join: head.join}) {
 				return
 			}
+			f.noteJoined(head.join)
 			f.queue = f.queue[1:]
 			continue
 		}
@@ -181,6 +187,9 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		f.stats.bytes += int64(res.bytes)
 		res, err := f.settle(ctx, head, res)
 		if err != nil {
+			if err = f.pastPruned(ctx, err); err == nil {
+				continue // the log start rose above head, and the pass needed nothing below it
+			}
 			send(fetched{err: err})
 			return
 		}

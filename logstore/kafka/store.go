@@ -76,6 +76,9 @@ type LogStore struct {
 	pruneExited chan struct{}
 
 	marks knownMarks // prune marks known, per topic (marks.go)
+	// catchUps are the index's background catch-ups (catchup.go); running
+	// is guarded by mu.
+	catchUps catchUps
 }
 
 var _ logstore.LogStore = (*LogStore)(nil)
@@ -102,6 +105,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
 	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
+	s.catchUps = catchUps{slots: make(chan struct{}, catchUpSlots), running: make(map[string]chan struct{})}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err

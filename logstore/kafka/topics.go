@@ -106,6 +106,7 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 			}
 		}
 		s.index.Start(topic, start, end)
+		s.startCatchUp(topic, end)
 	}
 	return nil
 }

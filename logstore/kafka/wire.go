@@ -154,11 +154,16 @@ func (f *fetcher) fetch(ctx context.Context, off int64, maxBytes int32, mode str
 }
 
 // outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
-// start moved past off (retention or pruning ran during the read).
+// start moved past off (retention or pruning ran during the read); the
+// fetcher then checks whether the pass needed what went (startMovedError,
+// pruned.go).
 func (f *fetcher) outOfRange(ctx context.Context, off int64, cause error) error {
-	start, _, err := f.s.offsets(ctx, f.topic)
+	start, end, err := f.s.offsets(ctx, f.topic)
 	if err == nil && start > off {
-		return errors.Join(&logstore.PrunedError{Namespace: f.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)}, cause)
+		return &startMovedError{
+			pruned: &logstore.PrunedError{Namespace: f.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)},
+			start:  start, end: end, cause: cause,
+		}
 	}
 	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, cause)
 }

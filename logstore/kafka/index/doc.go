@@ -123,6 +123,19 @@
 //  7. A failed Put changes nothing in the chain: the changes it carried are
 //     handed back to the next checkpoint, which rewrites the same sequence
 //     number.
+//  8. A checkpoint is only worth what W reached. After a restart the loaded
+//     W may lie below the log's end (appends acknowledged after the last
+//     checkpoint, or other stores' records), and new appends are observed
+//     above that gap: they stay
+//     pending and W cannot move through offsets nobody reported. So the
+//     store scans [W, end) in the background when it opens the topic's
+//     producer (kafka/catchup.go) and reports it through ObserveScan, a
+//     complete scan: W moves up through the gap and the pending runs, and
+//     checkpoints persist the node's progress again without waiting for a
+//     read. Until the scan ends, a checkpoint is the old, still true, state
+//     (points 3-4): a crash meanwhile loses progress, never correctness.
+//     (Records another store writes while this one runs leave the same kind
+//     of gap; reads, Prune's catch-up and the next producer open close it.)
 //
 // # Limitations
 //
@@ -198,18 +211,29 @@
 // without bound: a region that stops writing (dropped table, moved away)
 // pins everything after its last flush. Prune marks it is.
 //
-// Limits. Retention past every prune point deletes what no mark speaks
-// for: a read from below the start then fails with ErrPruned even for a
-// region that lost nothing (Prune before retention, or let retention lag
-// the prune interval; a DeleteRecords the service refuses still leaves the
-// mark, so retention up to the last Prune's point is vouched for). A read
-// from below the region's own Obsolete point fails once a prune passed it,
-// even if the region had no record there (the table keeps points, not
-// records). The table keeps every region that ever declared a point. A
-// prune racing a read can end the read with ErrPruned (the fetch's offset
-// went out of range); the read again is then proven by the new mark.
+// Retention past every prune point deletes what no mark speaks for. The
+// index is then the witness (HadNone, deleted.go): where it accounted for
+// the deleted offsets (a checkpoint loaded before the start rose, or what
+// it kept in memory of the span that C dropped when it rose) and holds no
+// run of the region there above its Obsolete point, the region had no
+// record there and the read succeeds. A prune racing a read is answered
+// by the same proof when the read's fetch finds its offset out of range:
+// the read goes on from the new start when none of its regions lost a
+// record it wanted, and fails with ErrPruned otherwise.
+//
+// Limits. Where neither a mark nor the index speaks for deleted offsets
+// (retention past every prune point on a node whose index never covered
+// them, or that restarted since: what C dropped is kept in memory only), a
+// read from below the start fails with ErrPruned even for a region that
+// lost nothing (Prune before retention, or let retention lag the prune
+// interval; a DeleteRecords the service refuses still leaves the mark, so
+// retention up to the last Prune's point is vouched for). A read from
+// below the region's own Obsolete point fails once a prune passed it, even
+// if the region had no record there (the table keeps points, not records).
+// The table keeps every region that ever declared a point.
 // Records that are not kwal's hold no entry and go once Prune has seen
-// them; a corrupt kwal record stops Prune (it may be any region's entry).
+// them; a corrupt kwal record stops every Prune (it may be any region's
+// entry; a scan that fails on it accounts for nothing from it on).
 //
 // # File map
 //
@@ -223,6 +247,7 @@
 //   - runlist.go: the compact per-region offset set and the run encoding.
 //   - plan.go: read plans.
 //   - scan.go: ObserveScan, extending coverage from readers' scans.
+//   - deleted.go: what the index knew of deleted offsets; HadNone.
 //   - checkpoint.go: file names, base and delta checkpoints, loading.
 //   - format.go: the checkpoint byte layout, encoder and decoder.
 //   - store.go, dirstore.go: the Store interface and the directory Store

@@ -55,6 +55,9 @@ type topic struct {
 	needBase bool
 	// dropped is set by Drop: the object is no longer in the Collector's map.
 	dropped bool
+	// deleted is what the index knew of offsets below C that left the log
+	// (deleted.go); nil when it knew of none.
+	deleted *deletedSpan
 }
 
 func newTopic(name string, log *slog.Logger, m *metrics) *topic {
@@ -107,6 +110,7 @@ func (t *topic) resetLocked() {
 	t.covered = false
 	t.c, t.w = 0, 0
 	t.pending = nil
+	t.deleted = nil
 	clear(t.regions)
 	clear(t.dirty)
 }
@@ -117,6 +121,7 @@ func (t *topic) raiseCLocked(x int64) {
 	if x <= t.c {
 		return
 	}
+	t.noteDeletedLocked(x)
 	t.c = x
 	if x > t.w {
 		t.w = x
