@@ -79,16 +79,18 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	start := time.Now()
 	// ProduceTimeout bounds the call as a whole: a request still queued at
 	// the deadline (behind its region's earlier group, which may still
-	// land) is withdrawn and never written, so it cannot overtake it.
-	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.ProduceTimeout), s.appendTimeout)
-	defer cancel()
+	// land) is withdrawn and never written, so it cannot overtake it. The
+	// dispatcher enforces the deadline of every queued or sent request
+	// from one heap (worker.Deadline); only the waits before a request is
+	// queued (a producer being made, queue room) derive a context for it.
+	dl := worker.Deadline{At: start.Add(s.cfg.ProduceTimeout), Cause: s.appendTimeout}
 	pendings := make([]*worker.Pending, len(batches))
 	for i, b := range batches {
-		p, err := s.producer(ctx, b.topic, s.cfg.AutoCreateTopics)
+		p, err := s.producerBy(ctx, b.topic, dl)
 		if err != nil {
 			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
 		}
-		if pendings[i], err = p.Submit(ctx, b.entries); err != nil {
+		if pendings[i], err = p.SubmitBy(ctx, b.entries, dl); err != nil {
 			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
 		}
 	}
@@ -113,6 +115,27 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		return logstore.AppendResult{}, errors.Join(errs...)
 	}
 	return res, nil
+}
+
+// producerBy is producer for AppendBatch: a topic whose producer is ready
+// costs a map lookup; otherwise making it (or waiting for another caller
+// making it) is bounded by dl.
+func (s *LogStore) producerBy(ctx context.Context, topic string, dl worker.Deadline) (*worker.Producer, error) {
+	s.mu.Lock()
+	slot := s.producers[topic]
+	s.mu.Unlock()
+	if slot != nil {
+		select {
+		case <-slot.ready:
+			if slot.err == nil {
+				return slot.p, nil
+			}
+		default:
+		}
+	}
+	ctx, cancel := context.WithDeadlineCause(ctx, dl.At, dl.Cause)
+	defer cancel()
+	return s.producer(ctx, topic, s.cfg.AutoCreateTopics)
 }
 
 // failAfterQueued handles a failure after some namespaces' requests were already

@@ -66,6 +66,12 @@ func (d *dispatcher) run() {
 			d.failRemaining()
 			return
 		}
+		if len(l.deadlines) > 0 {
+			now := time.Now()
+			if next := d.expire(now); !next.IsZero() {
+				d.armWake(next.Sub(now))
+			}
+		}
 		exiting := false
 		for _, w := range d.workers {
 			if w.dirty {
@@ -130,6 +136,7 @@ func (d *dispatcher) take(r *request) {
 		return
 	}
 	w.pending = append(w.pending, r)
+	d.l.deadlines.add(r)
 }
 
 // maybeExit closes a producer's exited channel once it is draining and

@@ -54,7 +54,9 @@ type Lanes struct {
 	stop     chan struct{}  // closed by Close
 	exited   chan struct{}  // closed when run returns
 	running  sync.WaitGroup // lane goroutines
-	once     sync.Once
+
+	deadlines deadlines // requests with a Deadline; owned by the dispatcher goroutine
+	once      sync.Once
 }
 
 type lane struct {

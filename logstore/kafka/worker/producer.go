@@ -129,6 +129,9 @@ type request struct {
 	dataBytes  int64    // entry data bytes
 	held       int64    // semaphore weight held (of the topic's and of the store's)
 	enqueued   time.Time
+	deadline   Deadline
+	dlIdx      int   // position + 1 in the dispatcher's deadline heap; 0: not in it
+	expired    error // set when the dispatcher withdrew the request at its deadline
 	w          *worker
 	closing    bool // a producer's closing marker, not a request
 
@@ -167,6 +170,15 @@ type Pending struct {
 // the caller may reuse its buffers at once, even while franz-go still holds
 // the records (a Wait that returned early on its context or ErrTimeout).
 func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error) {
+	return p.SubmitBy(ctx, entries, Deadline{})
+}
+
+// SubmitBy is Submit with a deadline that bounds the request as a whole:
+// waiting for queue room, in the queue and on a lane. Past it, Submit fails
+// (nothing was queued) or the request is resolved with dl.Cause. Unlike a
+// context deadline it costs no timer per request: the dispatcher enforces
+// every request's deadline from one heap.
+func (p *Producer) SubmitBy(ctx context.Context, entries []Entry, dl Deadline) (*Pending, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -188,12 +200,16 @@ func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error
 	// ends.
 	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
 	r.w = p.w
+	r.deadline = dl
 	held := 0 // semaphores held: 1 the topic's, 2 the store's too
 	if ctx.Err() == nil && p.sem.TryAcquire(r.held) {
 		held = 1
 		if s := p.lanes.sem; s == nil || s.TryAcquire(r.held) {
 			held = 2
 			r.enqueued = time.Now()
+			if !dl.At.IsZero() && !r.enqueued.Before(dl.At) {
+				return p.submitWaiting(ctx, r, held) // past the deadline: fails there
+			}
 			select {
 			case p.lanes.queue <- r:
 				return p.queued(r), nil
@@ -208,7 +224,12 @@ func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error
 // not take at once (held says what it holds) and for queue space, until ctx
 // ends or Close starts.
 func (p *Producer) submitWaiting(ctx context.Context, r *request, held int) (*Pending, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if r.deadline.At.IsZero() {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithDeadlineCause(ctx, r.deadline.At, r.deadline.Cause)
+	}
 	defer cancel()
 	defer context.AfterFunc(p.stopCtx, cancel)()
 	if held < 1 {
@@ -225,14 +246,16 @@ func (p *Producer) submitWaiting(ctx context.Context, r *request, held int) (*Pe
 		}
 	}
 	r.enqueued = time.Now()
-	select {
-	case p.lanes.queue <- r:
-		return p.queued(r), nil
-	case <-ctx.Done():
-		p.release(r.held)
-		r.recycle()
-		return nil, p.submitErr(context.Cause(ctx))
+	if ctx.Err() == nil {
+		select {
+		case p.lanes.queue <- r:
+			return p.queued(r), nil
+		case <-ctx.Done():
+		}
 	}
+	p.release(r.held)
+	r.recycle()
+	return nil, p.submitErr(context.Cause(ctx))
 }
 
 // queued counts r, just handed to the dispatcher, and returns its Pending.
@@ -346,7 +369,8 @@ func (pd *Pending) Wait(ctx context.Context) ([]int64, error) {
 		return r.offsets, r.err
 	case <-ctx.Done():
 		// Cause: a deadline set with a cause (the store's ErrTimeout) says so.
-		if r.state.CompareAndSwap(stateQueued, stateCanceled) {
+		// (A request the dispatcher withdrew at its Deadline is canceled too.)
+		if r.state.CompareAndSwap(stateQueued, stateCanceled) || r.state.Load() == stateCanceled {
 			return nil, fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", pd.topic, context.Cause(ctx))
 		}
 		return nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", pd.topic, context.Cause(ctx))

@@ -246,6 +246,21 @@ func (w *worker) timeout(pt *part, dp *dispatch) {
 	w.p.opts.Logger.Warn("kwal: produce timed out", "topic", w.p.opts.Topic, "records", pt.nrecs, "timeout", dp.timeout)
 }
 
+// expire resolves r, whose Deadline passed: a queued request is withdrawn
+// (the next plan drops it; it is never sent), one on a lane is abandoned
+// (its regions stay busy and its records unrecycled until the lane
+// returns). One its caller withdrew already is left to removePending.
+func (w *worker) expire(r *request) {
+	switch {
+	case r.state.CompareAndSwap(stateQueued, stateCanceled):
+		r.expired = fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", w.p.opts.Topic, r.deadline.Cause)
+		w.dirty = true
+		w.finish(r, nil, r.expired)
+	case r.state.Load() == stateTaken:
+		w.finish(r, nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", w.p.opts.Topic, r.deadline.Cause))
+	}
+}
+
 // complete resolves a part's requests from its dispatch's results: a
 // request succeeds only if every one of its records was acknowledged.
 func (w *worker) complete(pt *part, dp *dispatch) {
@@ -330,10 +345,14 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 	default:
 	}
 	if r.state.Load() == stateCanceled {
-		err = context.Canceled
+		err = context.Canceled // Wait returned already
+		if r.expired != nil {
+			err = r.expired // withdrawn by the dispatcher: Wait returns it
+		}
 	}
 	r.offsets, r.err = offsets, err
 	close(r.done)
+	p.lanes.deadlines.remove(r)
 	p.release(r.held)
 	if m := p.opts.Metrics; m != nil {
 		tm := p.tm

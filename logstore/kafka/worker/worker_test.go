@@ -48,6 +48,7 @@ type fakeLog struct {
 	// client's request land between two of theirs.
 	requests, split, interleaved int
 	block                        chan struct{} // when set, flush waits for it
+	entered                      chan struct{} // when set, flush signals it first
 }
 
 // fakeClient buffers produced records until Flush, as a kgo client with
@@ -83,6 +84,9 @@ func (c *fakeClient) Flush(context.Context) error {
 	c.buf = nil
 	c.mu.Unlock()
 	l := c.log
+	if l.entered != nil {
+		l.entered <- struct{}{}
+	}
 	if l.block != nil {
 		<-l.block
 	}
@@ -790,4 +794,68 @@ func TestRecordMemoryOutlivesAnAbandonedCall(t *testing.T) {
 		}
 	}
 	require.True(t, found, "the stuck produce landed once released")
+}
+
+// TestDeadlineResolvesQueuedAndSentRequests protects SubmitBy's Deadline,
+// which the dispatcher enforces without a timer per request: past it, a
+// request still queued (behind its region's stuck produce) is withdrawn
+// and never written, one on a lane is abandoned (its entries may still be
+// written), both with the Deadline's cause, while the produce timeout
+// (an hour here) has not fired; a request without a Deadline is untouched,
+// a Deadline already past fails Submit, and every request leaves the
+// deadline heap once resolved.
+func TestDeadlineResolvesQueuedAndSentRequests(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{}), entered: make(chan struct{}, 8)}
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 1)})
+	p := NewProducer(Options{Topic: "t", MaxBatchBytes: 4096, MaxQueuedBytes: 1 << 20, ProduceTimeout: time.Hour,
+		Lanes: lanes, Metrics: NewMetrics()})
+	cause := fmt.Errorf("the call's deadline: %w", ErrTimeout)
+	ctx := context.Background()
+	// A guard far beyond the deadlines: a Wait that ends on it means the
+	// dispatcher did not enforce a Deadline.
+	guard, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	sent, err := p.SubmitBy(ctx, []Entry{{Region: 1, Data: []byte("sent")}}, Deadline{At: time.Now().Add(time.Second), Cause: cause})
+	require.NoError(t, err)
+	select {
+	case <-log.entered: // "sent" is on the lane, which holds it
+	case <-guard.Done():
+		t.Fatal("the first request never reached the lane")
+	}
+	queued, err := p.SubmitBy(ctx, []Entry{{Region: 1, Data: []byte("queued")}}, Deadline{At: time.Now().Add(50 * time.Millisecond), Cause: cause})
+	require.NoError(t, err)
+	unbounded, err := p.Submit(ctx, []Entry{{Region: 2, Data: []byte("unbounded")}})
+	require.NoError(t, err)
+	_, err = queued.Wait(guard)
+	require.ErrorIs(t, err, cause)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "withdrawn before it was sent")
+	_, err = sent.Wait(guard)
+	require.ErrorIs(t, err, cause)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "may still be written")
+
+	close(log.block)
+	_, err = unbounded.Wait(guard)
+	require.NoError(t, err, "a request without a Deadline is not bounded by another's")
+	after, err := p.SubmitBy(ctx, []Entry{{Region: 1, Data: []byte("after")}}, Deadline{At: time.Now().Add(time.Hour), Cause: cause})
+	require.NoError(t, err)
+	_, err = after.Wait(guard)
+	require.NoError(t, err)
+	past, err := p.SubmitBy(ctx, []Entry{{Region: 3, Data: []byte("past")}}, Deadline{At: time.Now().Add(-time.Second), Cause: cause})
+	require.ErrorIs(t, err, cause, "a deadline already past fails Submit; nothing is queued")
+	require.Nil(t, past)
+
+	require.NoError(t, p.Close(ctx))
+	lanes.Close() // the dispatcher has exited: its state can be read
+	require.Empty(t, lanes.deadlines, "resolved requests left the deadline heap")
+	var written []string
+	log.mu.Lock()
+	for _, r := range log.recs {
+		written = append(written, string(r.Value))
+	}
+	log.mu.Unlock()
+	require.Contains(t, written, "sent", "the abandoned produce still landed")
+	require.NotContains(t, written, "queued", "the withdrawn request was never written")
+	require.Contains(t, written, "after")
 }
