@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kwal/kwal/logstore"
@@ -26,12 +27,9 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	if len(entries) == 0 {
 		return logstore.AppendResult{LastEntryIDs: map[logstore.RegionID]logstore.EntryID{}}, nil
 	}
-	type nsBatch struct {
-		topic   string
-		regions []logstore.RegionID
-		entries []worker.Entry
-	}
-	var batches []*nsBatch
+	sc := appendScratchPool.Get().(*appendScratch)
+	defer sc.put()
+	batches := sc.batches[:0]
 	// Most calls write one namespace: they need no maps to split the entries
 	// by namespace, nor to find a region under two namespaces.
 	single := true
@@ -54,8 +52,8 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 				if err := validateTopic(e.Namespace); err != nil {
 					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
 				}
-				b = &nsBatch{topic: e.Namespace, regions: make([]logstore.RegionID, 0, len(entries)), entries: make([]worker.Entry, 0, len(entries))}
-				batches = append(batches, b)
+				sc.one = nsBatch{topic: e.Namespace, regions: sc.one.regions[:0], entries: sc.one.entries[:0]}
+				batches = append(batches, &sc.one)
 			}
 			b = batches[0]
 		} else {
@@ -84,7 +82,9 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	// from one heap (worker.Deadline); only the waits before a request is
 	// queued (a producer being made, queue room) derive a context for it.
 	dl := worker.Deadline{At: start.Add(s.cfg.ProduceTimeout), Cause: s.appendTimeout}
-	pendings := make([]*worker.Pending, len(batches))
+	sc.batches = batches
+	pendings := append(sc.pendings[:0], make([]*worker.Pending, len(batches))...)
+	sc.pendings = pendings
 	for i, b := range batches {
 		p, err := s.producerBy(ctx, b.topic, dl)
 		if err != nil {
@@ -115,6 +115,37 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		return logstore.AppendResult{}, errors.Join(errs...)
 	}
 	return res, nil
+}
+
+// nsBatch is an AppendBatch call's entries of one namespace.
+type nsBatch struct {
+	topic   string
+	regions []logstore.RegionID // of each entry
+	entries []worker.Entry
+}
+
+// appendScratch is what an AppendBatch call needs only while it runs,
+// pooled: the producers copy the entries' data before Submit returns, and
+// the call reads the rest before it returns.
+type appendScratch struct {
+	one      nsBatch // the common call: one namespace
+	batches  []*nsBatch
+	pendings []*worker.Pending
+}
+
+var appendScratchPool = sync.Pool{New: func() any { return new(appendScratch) }}
+
+// put returns sc to the pool without the references it held (the
+// caller's data, other namespaces' batches, results), unless it grew
+// beyond a usual call.
+func (sc *appendScratch) put() {
+	if cap(sc.one.entries) > 4096 || cap(sc.batches) > 256 {
+		return
+	}
+	clear(sc.one.entries[:cap(sc.one.entries)])
+	clear(sc.batches[:cap(sc.batches)])
+	clear(sc.pendings[:cap(sc.pendings)])
+	appendScratchPool.Put(sc)
 }
 
 // producerBy is producer for AppendBatch: a topic whose producer is ready
