@@ -98,9 +98,16 @@
 // later request of theirs can overtake records that may still land. A
 // caller whose context ends while its request is still queued withdraws it
 // (nothing is written); once handed to a lane it may still be written. The
-// store gives every call a context that ends at ProduceTimeout, so a call
-// queued behind its region's stuck group is withdrawn at its own deadline
-// instead of waiting for the lane.
+// store submits every call with a Deadline at ProduceTimeout from the
+// call's start (SubmitBy), so a call queued behind its region's stuck group
+// is withdrawn at its own deadline instead of waiting for the lane, and one
+// on a lane is abandoned then. The dispatcher enforces these deadlines from
+// one heap of the unresolved requests that have one, earliest first, with
+// its wake timer armed for the earliest: a call costs a heap push and a
+// removal, not a context and runtime timer of its own (only a Submit that
+// must wait for queue room derives a context with the deadline). The
+// heap's order is the deadlines', not the queue's: a call that waited long
+// for queue room can be queued behind younger calls and still expire first.
 //
 // # Goroutines
 //
