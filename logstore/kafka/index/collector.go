@@ -217,7 +217,8 @@ func (g *Collector) LogStarts(topic string, logStart int64) {
 // Observe records runs learned from acknowledged appends or from records
 // decoded while reading. Runs may arrive out of order and may repeat; the
 // accounted span [C, W) only grows through offsets that are known, never
-// past a gap.
+// past a gap. It keeps copies of the runs, never the slice: a caller may
+// reuse it once Observe returns.
 func (g *Collector) Observe(topic string, runs []Run) {
 	if len(runs) == 0 {
 		return

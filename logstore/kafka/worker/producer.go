@@ -24,7 +24,8 @@ import (
 var ErrTimeout = errors.New("kwal: produce timed out")
 
 // Collector receives what the worker learned from acknowledgements: which
-// offsets hold which region's records. index.Collector has it.
+// offsets hold which region's records. index.Collector has it. Observe
+// must not keep runs past its return: the worker reuses the slice.
 type Collector interface {
 	Observe(topic string, runs []index.Run)
 }

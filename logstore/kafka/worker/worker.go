@@ -32,6 +32,7 @@ type worker struct {
 	blocked  map[uint64]struct{}
 	byRegion map[uint64]*group
 	spare    []*group
+	runs     []index.Run // complete's, reused
 }
 
 // group is a part being planned: requests of one region (or, with
@@ -275,7 +276,7 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	failed := dp.failed
 	// The index learns of the records before their callers do, so an
 	// append that returned is already in the index.
-	var runs []index.Run
+	runs := w.runs[:0] // Observe copies what it keeps
 	var last int64 = -1
 	nfailed := 0
 	var firstErr error
@@ -302,6 +303,9 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 		if p.opts.Collector != nil && !w.exited { // after Close gave up, the owner may have closed the collector
 			p.opts.Collector.Observe(p.opts.Topic, runs)
 		}
+	}
+	if cap(runs) <= 1024 {
+		w.runs = runs
 	}
 	for _, r := range pt.reqs {
 		if dp.timedOut {
