@@ -202,6 +202,9 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			s.pruneLoop(g, cfg.PruneInterval, s.stopPrune)
 		}()
 	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	s.warmReads(wctx)
+	cancel()
 	ok = true
 	s.log.Debug("kwal: store open", "config", cfg)
 	return s, nil
