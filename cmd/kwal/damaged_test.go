@@ -14,8 +14,9 @@ import (
 // middle of the segment make the broker cut its log there. index show
 // names the missing offsets and the regions whose counts disagree,
 // index verify reports records missing from the log, and replay of an
-// affected region fails naming the offsets; each exits non-zero, while the
-// undamaged original still verifies.
+// affected region fails naming the offsets, and dump reports the lost tail;
+// each exits non-zero, while the undamaged original still verifies and
+// dumps cleanly.
 func TestDamagedDataDir(t *testing.T) {
 	dir := t.TempDir()
 	r := kwal(t, nil, "demo", "--data-dir", dir, "--entries", "2000", "--regions", "4", "--topics", "1", "--writers", "4",
@@ -51,6 +52,15 @@ func TestDamagedDataDir(t *testing.T) {
 	require.Equal(t, 1, p.code, p.stdout+p.stderr)
 	require.Regexp(t, `offsets \[\d+, 2000\) are missing from the log`, p.stderr)
 
+	// dump, which reads the log with a plain consumer, compares its end
+	// with the index and reports the lost tail.
+	d := kwal(t, nil, "dump", "--data-dir", damaged, "-n", ns)
+	require.Equal(t, exitMismatch, d.code, d.stderr)
+	require.Regexp(t, `MISSING: the log ends at offset \d+, below the offsets the index accounted for \(up to 2000\): records \[\d+, 2000\) were lost`, d.stdout)
+
 	v = kwal(t, nil, "index", "verify", "--data-dir", dir, "-n", ns)
 	require.Equal(t, 0, v.code, v.stdout+v.stderr)
+	d = kwal(t, nil, "dump", "--data-dir", dir, "-n", ns)
+	require.Equal(t, 0, d.code, d.stderr)
+	require.NotContains(t, d.stdout, "MISSING")
 }

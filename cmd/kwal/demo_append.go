@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,29 +10,23 @@ import (
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // demoAppend runs the writers and records every acknowledged call in exp.
 // Interrupted (ctx ends), it returns ctx's error alone: the calls that
 // failed because of it are not errors of their own.
 func (a *app) demoAppend(parent context.Context, st logstore.LogStore, o demoOpts, exp *expectation, res *demoResult) error {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	var (
-		entries, nbytes atomic.Int64
-		remaining       atomic.Int64
-		mu              sync.Mutex
-		errs            []error
-		wg              sync.WaitGroup
-	)
+	// The first writer to fail stops the others (their appends then fail
+	// with the cancellation, which is not an error of its own).
+	g, ctx := errgroup.WithContext(parent)
+	var entries, nbytes, remaining atomic.Int64
 	remaining.Store(o.budget)
 	start := time.Now()
 	deadline := start.Add(o.duration)
 	lats := make([][]time.Duration, o.writers)
 	for w := range o.writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			var owned []logstore.RegionID
 			for r := w + 1; r <= o.regions; r += o.writers {
 				owned = append(owned, logstore.RegionID(r))
@@ -41,11 +34,11 @@ func (a *app) demoAppend(parent context.Context, st logstore.LogStore, o demoOpt
 			for i := 0; ctx.Err() == nil; i++ {
 				n := o.perCall
 				if o.useDeadline && !time.Now().Before(deadline) {
-					return
+					return nil
 				}
 				if o.budget > 0 {
 					if n = reserve(&remaining, n); n == 0 {
-						return
+						return nil
 					}
 				}
 				rl := exp.regions[owned[i%len(owned)]]
@@ -56,52 +49,41 @@ func (a *app) demoAppend(parent context.Context, st logstore.LogStore, o demoOpt
 				t := time.Now()
 				ar, err := st.AppendBatch(ctx, batch)
 				if err != nil && parent.Err() != nil {
-					return // interrupted: reported once, by the caller
+					return nil // interrupted: reported once, below
 				}
 				if err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("append to region %d of %s: %w", rl.region, rl.namespace, err))
-					mu.Unlock()
-					cancel()
-					return
+					return fmt.Errorf("append to region %d of %s: %w", rl.region, rl.namespace, err)
 				}
 				lats[w] = append(lats[w], time.Since(t))
 				id, ok := ar.LastEntryIDs[rl.region]
 				if !ok {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("append to region %d of %s: the result names no ID for the region", rl.region, rl.namespace))
-					mu.Unlock()
-					cancel()
-					return
+					return fmt.Errorf("append to region %d of %s: the result names no ID for the region", rl.region, rl.namespace)
 				}
 				rl.calls = append(rl.calls, ackedCall{n: n, lastID: id})
 				rl.entries += uint64(n)
 				entries.Add(int64(n))
 				nbytes.Add(int64(n * o.entrySize))
 			}
-		}()
+			return nil
+		})
 	}
 
 	done := make(chan struct{})
 	var progressWG sync.WaitGroup
 	if !o.quiet && a.interactive() {
-		progressWG.Add(1)
-		go func() {
-			defer progressWG.Done()
-			a.demoProgress(done, o, start, &entries, &nbytes)
-		}()
+		progressWG.Go(func() { a.demoProgress(done, o, start, &entries, &nbytes) })
 	}
-	wg.Wait()
+	err := g.Wait()
 	res.elapsed = time.Since(start)
 	close(done)
 	progressWG.Wait()
 
 	res.entries, res.bytes = entries.Load(), nbytes.Load()
-	if err := parent.Err(); err != nil {
-		return err
+	if perr := parent.Err(); perr != nil {
+		return perr
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if err != nil {
+		return err
 	}
 	for _, l := range lats {
 		res.latencies = append(res.latencies, l...)

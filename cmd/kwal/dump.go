@@ -34,7 +34,17 @@ size, the record value's size, and whether its checksum holds or why it does
 not decode. Records written by other programs are flagged FOREIGN. It reads
 up to the log end as it was when dump started.
 
---json prints one JSON object per record, one per line.`,
+It then reports what it can tell of damage: kwal records that fail their
+checksum or do not decode (DAMAGED, with their offsets), offsets that hold no
+record between the dump's start and the log's end (MISSING; transaction
+markers fill their offsets), and a log that ends below the offsets the index
+in --index-dir accounted for (MISSING). Any of these makes dump exit with
+status 2, after dumping every record. A log start that no prune mark vouches
+for (retention deleted past every prune point) is reported as UNVOUCHED,
+without changing the exit status.
+
+--json prints one JSON object per record, one per line; the report then goes
+to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ns == "" {
@@ -113,9 +123,22 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 	}
 	var n, kwalN, foreign, corrupt int64
 	var encErr error
+	limited := false
+	checks := newDumpChecks()
 	enc := json.NewEncoder(w)
-	first, end, err := consumeTopic(ctx, s, ns, start, func(rec *kgo.Record) bool {
+	// Control records (transaction markers) are kept so that every offset
+	// is accounted for (dump_damage.go); they are not printed.
+	first, end, err := consumeTopicWith(ctx, s, ns, start, []kgo.Opt{kgo.KeepControlRecords()}, func(rec *kgo.Record) bool {
+		if rec.Attrs.IsControl() {
+			checks.controlRecord(rec)
+			return true
+		}
+		if limit > 0 && n >= limit {
+			limited = true
+			return false
+		}
 		d := decodeRecord(rec)
+		checks.record(rec, d)
 		if n == 0 && !asJSON {
 			header() // once connected and reading: a failed dump prints only its error
 		}
@@ -146,7 +169,7 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 			}
 			fmt.Fprintf(w, "%10d %10d %10s %-7s %5s %10s %10d  %s\n", d.Offset, d.ID, region, kind, seq, size, d.ValueSize, check)
 		}
-		return limit <= 0 || n < limit
+		return true
 	})
 	if err != nil {
 		return err
@@ -158,9 +181,42 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 		fmt.Fprintf(a.stderr, "dump: offsets below %d were deleted; started at ID %d\n", first, first+1)
 	}
 	if !asJSON {
-		fmt.Fprintf(w, "%d records (%d kwal, %d foreign, %d undecodable); log offsets [%d, %d)\n", n, kwalN, foreign, corrupt, first, end)
+		markers := ""
+		if checks.control > 0 {
+			markers = fmt.Sprintf(", %d transaction markers", checks.control)
+		}
+		fmt.Fprintf(w, "%d records (%d kwal, %d foreign, %d undecodable%s); log offsets [%d, %d)\n", n, kwalN, foreign, corrupt, markers, first, end)
+	}
+	// What the dump can tell of damage: it read from max(start, first),
+	// and to the log's end unless --limit stopped it.
+	complete := !limited
+	checks.finish(max(start, first), end, complete)
+	indexW, indexed := a.indexWatermark(ctx, ns)
+	damage, notes := checks.report(first, end, complete, start <= first, indexW, indexed)
+	out := w
+	if asJSON {
+		out = a.stderr // stdout holds only JSON lines
+	}
+	for _, l := range append(damage, notes...) {
+		fmt.Fprintln(out, l)
+	}
+	if len(damage) > 0 {
+		return mismatchError("dump %s: the log is damaged (%d finding(s) above)", ns, len(damage))
 	}
 	return nil
+}
+
+// indexWatermark returns the end of the span the persisted index (in
+// --index-dir, read only) accounted for in ns, and whether it has one.
+// Without a usable index there is nothing to compare with.
+func (a *app) indexWatermark(ctx context.Context, ns string) (int64, bool) {
+	g, err := loadIndex(a.indexDir(), a.log)
+	if err != nil {
+		a.log.Debug("dump: no index to compare the log with", "err", err)
+		return 0, false
+	}
+	defer func() { _ = g.Close(ctx) }()
+	return g.Watermark(ns)
 }
 
 // consumeTopic reads partition 0 of topic from offset from (or the log
@@ -168,11 +224,16 @@ func (a *app) runDump(ctx context.Context, ns string, from uint64, limit int64, 
 // plain franz-go consumer (rawlog), and hands every record to fn until fn
 // returns false. It returns the log's start and end offsets.
 func consumeTopic(ctx context.Context, s *session, topic string, from int64, fn func(*kgo.Record) bool) (start, end int64, err error) {
-	cl, err := s.rawClient(ctx,
+	return consumeTopicWith(ctx, s, topic, from, nil, fn)
+}
+
+// consumeTopicWith is consumeTopic with extra client options.
+func consumeTopicWith(ctx context.Context, s *session, topic string, from int64, extra []kgo.Opt, fn func(*kgo.Record) bool) (start, end int64, err error) {
+	cl, err := s.rawClient(ctx, append([]kgo.Opt{
 		kgo.FetchMaxBytes(max(s.cfg.FetchMaxBytes, 1<<20)),
 		kgo.FetchMaxPartitionBytes(max(s.cfg.FetchMaxBytes, 1<<20)),
-		kgo.FetchMaxWait(250*time.Millisecond),
-	)
+		kgo.FetchMaxWait(250 * time.Millisecond),
+	}, extra...)...)
 	if err != nil {
 		return 0, 0, err
 	}

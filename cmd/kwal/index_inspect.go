@@ -98,7 +98,8 @@ type logScan struct {
 	regions    map[uint64]int64 // records per region
 	foreign    int64
 	corrupt    int64
-	marks      int64 // records holding no entry but a statement (Obsolete, prune)
+	corruptAt  []int64 // the first maxNamed offsets of the corrupt records
+	marks      int64   // records holding no entry but a statement (Obsolete, prune)
 	// inSpan counts, per region, the records that the index should hold
 	// (see indexedSpan); nil when no span was given.
 	inSpan map[uint64]int64
@@ -147,6 +148,9 @@ func scanLog(ctx context.Context, s *session, ns string, span *indexedSpan) (*lo
 			ls.foreign++
 		default:
 			ls.corrupt++
+			if len(ls.corruptAt) < maxNamed {
+				ls.corruptAt = append(ls.corruptAt, rec.Offset)
+			}
 		}
 		return true
 	})
@@ -156,7 +160,7 @@ func scanLog(ctx context.Context, s *session, ns string, span *indexedSpan) (*lo
 // loadIndex loads the index checkpointed in dir without writing to it, for
 // inspection through the index package's Topics and Stats. The caller
 // closes it.
-func loadIndex(dir string, log *slog.Logger) (*index.Global, error) {
+func loadIndex(dir string, log *slog.Logger) (*index.Collector, error) {
 	g, err := index.New(index.Options{Store: index.OpenDirStoreReadOnly(dir), ReadOnly: true, Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, fmt.Errorf("loading the index in %s: %w", dir, err)

@@ -11,6 +11,8 @@
 //	main.go             signals and the exit code
 //	app.go              the root command, its shared flags, exit codes
 //	env.go              flags from KWAL_* environment variables
+//	limits.go           the allowed range of every numeric flag
+//	bytesize.go         byte-size flags with units (256MB)
 //	session.go          store configuration, the embedded broker, clients
 //	metrics.go          the Prometheus endpoint of demo and bench
 //	format.go           sizes, durations, previews of entry data
@@ -23,9 +25,14 @@
 //	bench.go            kwal bench: flags and the order of its phases
 //	bench_run.go        the bench's phases (each a method of benchRun)
 //	bench_report.go     the bench's figures, --json and table
+//	bench_matrix.go     kwal bench --matrix: the layout matrix
+//	bench_recovery.go   the bench's recovery phase
 //	dump.go             kwal dump: records decoded by a raw consumer
 //	replay.go           kwal replay: one region read as a datanode would
-//	namespaces.go       kwal namespaces list|create|prune|delete
+//	namespaces.go       kwal namespaces list|create|prune
+//	namespaces_delete.go kwal namespaces delete (with its confirmation)
+//	chaos.go            kwal chaos: broker-fault scenarios, the table
+//	diskfree_*.go       free disk space for the demo's check, per OS
 //	index.go            kwal index
 //	index_inspect.go    reading checkpoints and scanning a log
 //	index_show.go       kwal index show

@@ -119,10 +119,16 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 	if n == 0 {
 		none = a.whyNoEntries(ctx, st, s.cfg.IndexDir, o)
 	}
+	var skipped string // what --skip-corrupt passed over, when it did
+	if o.skip {
+		skipped = s.skippedCorrupt()
+	}
 	if !o.summary {
 		fmt.Fprintf(w, "%d entries, %s\n", n, humanBytes(nbytes))
-		if none != "" {
-			fmt.Fprintln(w, none)
+		for _, l := range []string{none, skipped} {
+			if l != "" {
+				fmt.Fprintln(w, l)
+			}
 		}
 		return st.Close()
 	}
@@ -146,6 +152,9 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		amp = fmt.Sprintf(", %.2fx the region's bytes", float64(stats.FetchedBytes)/float64(nbytes))
 	}
 	fmt.Fprintf(tw, "fetched\t%d bytes (%s)%s, %d records decoded\n", stats.FetchedBytes, humanBytes(stats.FetchedBytes), amp, stats.Records)
+	if skipped != "" {
+		fmt.Fprintf(tw, "skipped\t%s\n", skipped)
+	}
 	_ = tw.Flush()
 	return st.Close()
 }
@@ -207,4 +216,35 @@ func firstID(ctx context.Context, s *session, ns string) (logstore.EntryID, erro
 		return 0, fmt.Errorf("log start of %s: %w", ns, o.Err)
 	}
 	return logstore.EntryID(o.Offset + 1), nil
+}
+
+// skippedCorrupt says what a replay with --skip-corrupt passed over, from
+// the store's metrics (kwal_read_skipped_records_total): records that are
+// not kwal's, kwal records that fail their checksum (entries lost), and
+// offsets missing from the log. "" when it passed over nothing, so that a
+// replay that skipped data never looks like one that read everything.
+func (s *session) skippedCorrupt() string {
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		return fmt.Sprintf("SKIPPED: unknown (reading the store's metrics: %v)", err)
+	}
+	counts := map[string]int64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kwal_read_skipped_records_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" {
+					counts[l.GetValue()] += int64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	corrupt, foreign, missing := counts["corrupt"], counts["foreign"], counts["missing"]
+	if corrupt+foreign+missing == 0 {
+		return ""
+	}
+	return fmt.Sprintf("SKIPPED (--skip-corrupt): %d kwal record(s) failing their checksum, %d record(s) not kwal's, %d offset(s) missing from the log (the warnings logged name them)",
+		corrupt, foreign, missing)
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kwal/kwal/embedded"
@@ -209,11 +208,9 @@ func (s *session) rawClient(ctx context.Context, extra ...kgo.Opt) (*kgo.Client,
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
+	if err := kafka.Ping(ctx, cl, s.cfg); err != nil {
 		cl.Close()
-		return nil, s.unreachable(fmt.Errorf("no broker of %v answered within %v: %w", s.cfg.Brokers, s.cfg.RequestTimeout, err))
+		return nil, s.unreachable(err)
 	}
 	return cl, nil
 }
@@ -236,13 +233,12 @@ func (e *refusedError) Unwrap() error { return e.err }
 // unreachable adds to a failure to reach the brokers what to check, and
 // tells a refused connection from a timeout.
 func (s *session) unreachable(err error) error {
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	if errors.Is(err, kafka.ErrRefused) {
 		return &refusedError{brokers: s.cfg.Brokers, err: err}
 	}
-	// kafka.Open has no error value for "no broker answered" (a timeout, a
-	// TLS or SASL failure), only its words; other errors (a bad setting,
-	// a closed context) get no hint about the brokers.
-	if !strings.Contains(err.Error(), "no broker") {
+	// Other errors (a bad setting, a closed context) get no hint about
+	// the brokers.
+	if !errors.Is(err, kafka.ErrUnreachable) {
 		return err
 	}
 	return fmt.Errorf("%w%s", err, s.reachHint())

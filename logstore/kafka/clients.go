@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/twmb/franz-go/plugin/kslog"
 )
 
 // ClientOptions returns the franz-go options the store's own clients use
@@ -34,7 +35,7 @@ func baseOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.RequestTimeoutOverhead(cfg.RequestTimeout),
 		kgo.RetryTimeout(cfg.RequestTimeout),
 		kgo.RetryBackoffFn(func(int) time.Duration { return cfg.RetryBackoff }),
-		kgo.WithLogger(slogAdapter{cfg.Logger}),
+		kgo.WithLogger(franzLogger(cfg.Logger)),
 		kgo.MetadataMinAge(100 * time.Millisecond),
 	}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout}
@@ -134,24 +135,43 @@ func CompressionCodec(name string) (kgo.CompressionCodec, error) {
 	return kgo.NoCompression(), fmt.Errorf("%q is not one of none, gzip, snappy, lz4, zstd", name)
 }
 
-// slogAdapter sends franz-go's logs to slog, one level down (franz-go's
-// info is chatty for a library).
-type slogAdapter struct{ l *slog.Logger }
-
-func (a slogAdapter) Level() kgo.LogLevel {
-	if a.l.Enabled(context.Background(), slog.LevelDebug) {
-		return kgo.LogLevelDebug
-	}
-	return kgo.LogLevelWarn
+// franzLogger is the logger the store's franz-go clients log to: l, through
+// franzLogHandler.
+func franzLogger(l *slog.Logger) kgo.Logger {
+	return kslog.New(slog.New(franzLogHandler{l.Handler()}))
 }
 
-func (a slogAdapter) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	l := slog.LevelDebug
-	switch level {
-	case kgo.LogLevelError:
-		l = slog.LevelError
-	case kgo.LogLevelWarn:
-		l = slog.LevelWarn
+// franzLogHandler is the slog handler franz-go's logs go through (franz-go's
+// kslog adapter maps its levels one to one): each record goes to kwal's
+// handler one level down from info, marked "franz-go: ". franz-go's info
+// (connections opened and closed, metadata refreshes) is chatty for a
+// library embedded in a database, so it is debug here; its warnings and
+// errors keep their level. Through kslog's Level, franz-go then builds no
+// info message at all unless kwal's logger takes debug.
+type franzLogHandler struct{ h slog.Handler }
+
+func (f franzLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return f.h.Enabled(ctx, demoteInfo(l))
+}
+
+func (f franzLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demoteInfo(r.Level)
+	r.Message = "franz-go: " + r.Message
+	return f.h.Handle(ctx, r)
+}
+
+func (f franzLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return franzLogHandler{f.h.WithAttrs(as)}
+}
+
+func (f franzLogHandler) WithGroup(name string) slog.Handler {
+	return franzLogHandler{f.h.WithGroup(name)}
+}
+
+// demoteInfo turns info (and anything between debug and warn) into debug.
+func demoteInfo(l slog.Level) slog.Level {
+	if l > slog.LevelDebug && l < slog.LevelWarn {
+		return slog.LevelDebug
 	}
-	a.l.Log(context.Background(), l, "franz-go: "+msg, keyvals...)
+	return l
 }

@@ -266,7 +266,9 @@ func (c Config) ReadMemoryBound() int64 {
 	return 4*int64(c.FetchMaxBytes) + c.ReadHoldBytes
 }
 
-// Validate reports the first invalid field, by name.
+// Validate checks every field and reports every invalid one: the error
+// joins (errors.Join) one error per bad field, each naming the field
+// ("kafka config: Field: why"), in the order the fields are declared.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -289,12 +291,12 @@ func (c Config) Validate() error {
 	if _, err := CompressionCodec(c.Compression); err != nil {
 		bad("Compression", "%v", err)
 	}
-	for name, d := range map[string]time.Duration{
-		"ProduceTimeout": c.ProduceTimeout, "RequestTimeout": c.RequestTimeout,
-		"DialTimeout": c.DialTimeout,
-	} {
-		if d <= 0 {
-			bad(name, "%v must be positive", d)
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"ProduceTimeout", c.ProduceTimeout}, {"RequestTimeout", c.RequestTimeout}, {"DialTimeout", c.DialTimeout}} {
+		if d.d <= 0 {
+			bad(d.name, "%v must be positive", d.d)
 		}
 	}
 	if c.RetryBackoff < 0 {
@@ -362,16 +364,42 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q Compression=%s ProduceLanes=%d MaxRequestBytes=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v DisableIndex=%v",
-		c.Brokers, c.MaxBatchBytes, c.IndexDir, c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.Linger, c.ProduceTimeout, c.RequestTimeout,
-		c.DialTimeout, c.MaxQueuedBytes, c.MaxStoreQueuedBytes, c.AutoCreateTopics, c.ReplicationFactor, c.TopicConfigs, c.FetchMaxBytes, c.ReadHoldBytes, c.SkipCorrupt, c.DisableIndex)
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v DisableIndex=%v",
+		c.Brokers, c.MaxBatchBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.DisableIndex)
+	fmt.Fprintf(&b, " Compression=%s ProduceLanes=%d MaxRequestBytes=%d MaxRegionsPerBatch=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v Dialer=%s RetryBackoff=%v",
+		c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.MaxRegionsPerBatch, c.Linger, c.ProduceTimeout, c.RequestTimeout, c.DialTimeout, setOrNil(c.Dialer != nil), c.RetryBackoff)
+	fmt.Fprintf(&b, " MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v",
+		c.MaxQueuedBytes, c.MaxStoreQueuedBytes, c.AutoCreateTopics, c.ReplicationFactor, c.TopicConfigs, c.FetchMaxBytes, c.ReadHoldBytes, c.SkipCorrupt)
 	if c.TLS != nil {
-		fmt.Fprintf(&b, " TLS{CA=%q Cert=%q Key=%q ServerName=%q Insecure=%v}", c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ServerName, c.TLS.InsecureSkipVerify)
+		fmt.Fprintf(&b, " TLS={CA=%q Cert=%q Key=%q ServerName=%q Insecure=%v}", c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ServerName, c.TLS.InsecureSkipVerify)
+	} else {
+		b.WriteString(" TLS=nil")
 	}
 	if c.SASL != nil {
-		fmt.Fprintf(&b, " SASL{%s user=%q password=%s}", c.SASL.Mechanism, c.SASL.Username, c.SASL.Password)
+		fmt.Fprintf(&b, " SASL={%s user=%q password=%s}", c.SASL.Mechanism, c.SASL.Username, c.SASL.Password)
+	} else {
+		b.WriteString(" SASL=nil")
 	}
+	fmt.Fprintf(&b, " Registerer=%s Logger=%s", typeOrNil(c.Registerer), setOrNil(c.Logger != nil))
 	return b.String()
+}
+
+// typeOrNil names the dynamic type of an interface field (what was plugged
+// in), or nil.
+func typeOrNil(v any) string {
+	if v == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// setOrNil is how String prints a field whose value says nothing readable
+// (a function, a logger).
+func setOrNil(set bool) string {
+	if set {
+		return "set"
+	}
+	return "nil"
 }
 
 // LogValue lets slog print the configuration with secrets redacted.

@@ -23,8 +23,9 @@
 //
 //	Read / ReadRegions / ReadWith (read.go)
 //	  -> the log's bounds (bounds.go; batched for reads starting together)
-//	  -> below the log start: the prune marks decide between ErrPruned and
-//	     reading on (pruned.go, marks.go)
+//	  -> below the log start: the index and the prune marks decide between
+//	     ErrPruned and reading on (pruned.go, marks.go); so they do when
+//	     the log start overtakes a fetch of the running read
 //	  -> join or start a pass (pass.go): one fetch pipeline and one decoding
 //	     loop shared by the reads of a namespace that start together
 //	  -> the index's plan of the reads' regions, priced against a scan by
@@ -42,13 +43,17 @@
 //	store.go       the LogStore, Open, Close and its order
 //	config.go      Config, its defaults and Validate
 //	clients.go     franz-go client options (TLS, SASL, dialer, logger)
+//	kprom.go       the clients' own metrics (kprom), one set per role
+//	unreachable.go Ping and Open's errors when no broker answers
+//	retry.go       the one retry loop of whole calls (leader, offsets, fetch)
 //	topics.go      topics: creation, producers, offsets, partition metadata
 //	append.go      AppendBatch, LatestEntryID
 //	namespaces.go  Obsolete, CreateNamespace, DeleteNamespace, ListNamespaces
 //	pool.go        TopicPool: a pool of namespaces and a region's place in it
 //	marks.go       Obsolete and prune marks written to and found in the log
 //	prune.go       Prune and PruneWith; the optional pruner goroutine
-//	pruned.go      the proof that a read below the log start lost nothing
+//	pruned.go      the proof that a read below the log start, or one the
+//	               log start overtook, lost nothing
 //	read.go        the read iterator and the decoding loop
 //	pass.go        passes shared by reads of one namespace
 //	bounds.go      batched log-bounds lookups of starting reads
@@ -57,6 +62,7 @@
 //	cost.go        the cost model of fetching
 //	gaps.go        offsets missing from the log
 //	gate.go        reads' index updates against DeleteNamespace and Close
+//	catchup.go     the index's background catch-up after a restart
 //	metrics.go     the store's Prometheus metrics
 //
 // # Goroutines and their owners
@@ -73,10 +79,15 @@
 //   - One goroutine per topic for the batched bounds lookups of starting
 //     reads.
 //   - Short-lived goroutines that their caller waits for: Prune's catch-up
-//     scan runs a fetcher of its own (prune.go), and offsets asks the log
-//     start and end concurrently (topics.go).
+//     scan runs a fetcher of its own (prune.go), offsets asks the log
+//     start and end concurrently (topics.go, an errgroup), and each
+//     collection of a client role's metrics (kprom.go).
 //   - The pruner when Config.PruneInterval > 0, stopped by Close before the
 //     index closes; each round's Prune is cancelled when the pruner stops.
+//   - The index's catch-up after a restart (catchup.go): at most one per
+//     topic, one running at a time, started when a producer opens a topic
+//     whose index lies below the log's end; counted with the passes, it
+//     ends when Close cancels the reads.
 //   - The index's checkpoint goroutine, stopped by the index's Close.
 //   - franz-go's own goroutines, ended by closing the clients.
 package kafka

@@ -23,3 +23,14 @@ func KnowsTopicMeta(s *LogStore, topic string) bool {
 	_, ok := s.meta[topic]
 	return ok
 }
+
+// WaitCatchUp waits until no background catch-up of the topic's index runs
+// (catchup.go).
+func WaitCatchUp(s *LogStore, topic string) {
+	s.mu.Lock()
+	done := s.catchUps.running[topic]
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}

@@ -68,6 +68,11 @@ type fetcher struct {
 	// pass or given up, so that their ranges are planned together.
 	cohorts []*cohort
 	cutAny  bool // a chunk was cut from the plan
+	// joined are the pass's reads, noted as their join markers are handed
+	// over, and provenTo how far they were proven to have lost nothing
+	// (pruned.go).
+	joined   []*sub
+	provenTo int64
 }
 
 // fetchStats counts a fetcher's requests and records its plan choice.
@@ -182,6 +187,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			if !send(fetched{join: head.join}) {
 				return
 			}
+			f.noteJoined(head.join)
 			f.queue = f.queue[1:]
 			continue
 		}
@@ -203,6 +209,9 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		f.stats.bytes += int64(res.bytes)
 		res, err := f.settle(ctx, head, res)
 		if err != nil {
+			if err = f.pastPruned(ctx, err); err == nil {
+				continue // the log start rose above head, and the pass needed nothing below it
+			}
 			send(fetched{err: err})
 			return
 		}

@@ -20,11 +20,15 @@ type metrics struct {
 	fetchLatency  prometheus.Histogram
 	fetches       *prometheus.CounterVec // mode
 	prunePinned   *prometheus.GaugeVec   // namespace
+	// clients are the franz-go clients' own metrics, registered apart
+	// (registerClients) once the clients exist.
+	clients clientMetrics
 }
 
 func newMetrics() *metrics {
 	return &metrics{
-		worker: worker.NewMetrics(),
+		worker:  worker.NewMetrics(),
+		clients: newClientMetrics(),
 		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kwal_append_latency_seconds", Help: "AppendBatch latency, from the call to the acknowledgement of all its entries.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
@@ -59,11 +63,24 @@ func (m *metrics) collectors() []prometheus.Collector {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
+	return registerAll(r, m.collectors())
+}
+
+// registerClients registers the clients' metrics, after Open created the
+// clients (kprom creates its collectors with the first client of a role).
+func (m *metrics) registerClients(r prometheus.Registerer) error {
+	return registerAll(r, m.clients.collectors())
+}
+
+// registerAll registers cs, or none of them: a collector already
+// registered (another store on the same registerer) is an error, not a
+// panic.
+func registerAll(r prometheus.Registerer, cs []prometheus.Collector) error {
 	if r == nil {
 		return nil
 	}
 	var done []prometheus.Collector
-	for _, c := range m.collectors() {
+	for _, c := range cs {
 		if err := r.Register(c); err != nil {
 			for _, d := range done {
 				r.Unregister(d)
@@ -75,11 +92,13 @@ func (m *metrics) register(r prometheus.Registerer) error {
 	return nil
 }
 
+// unregister unregisters every collector register and registerClients
+// registered.
 func (m *metrics) unregister(r prometheus.Registerer) {
 	if r == nil {
 		return
 	}
-	for _, c := range m.collectors() {
+	for _, c := range append(m.collectors(), m.clients.collectors()...) {
 		r.Unregister(c)
 	}
 }

@@ -110,7 +110,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if err := validateTopic(namespace); err != nil {
 		return PruneResult{}, err
 	}
-	g, ok := s.index.(statser)
+	g, ok := s.index.(pruneIndex)
 	if !ok {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q: the index is off: %w", namespace, ErrCannotPrune)
 	}
@@ -154,14 +154,16 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	return res, nil
 }
 
-// statser is what Prune needs from the index; *index.Global has it.
-type statser interface {
+// pruneIndex is what Prune reads from the index to find the prune point and
+// what holds it back: a topic's coverage and its regions' offsets;
+// *index.Collector has it.
+type pruneIndex interface {
 	Stats(topic string, regions bool) (index.TopicStats, bool)
 }
 
 // pruneStatus computes the prune point (an offset) and describes what holds
 // it back.
-func (s *LogStore) pruneStatus(ctx context.Context, g statser, topic string, start, end int64) (PruneStatus, int64, error) {
+func (s *LogStore) pruneStatus(ctx context.Context, g pruneIndex, topic string, start, end int64) (PruneStatus, int64, error) {
 	st := PruneStatus{Namespace: topic, FirstID: logstore.EntryID(start + 1), LatestID: logstore.EntryID(end), PrunePoint: logstore.EntryID(start + 1)}
 	if end <= start {
 		st.Reason = "the log is empty"
@@ -230,7 +232,7 @@ func (s *LogStore) logBytes(ctx context.Context, topic string) int64 {
 // start and end (another store's records, or a lost or stale index), so
 // that it accounts for the whole log and has taken in every mark in it.
 func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end int64) error {
-	g, ok := s.index.(statser)
+	g, ok := s.index.(pruneIndex)
 	if !ok || end <= start {
 		return nil
 	}
@@ -255,14 +257,21 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 	if len(ranges) == 0 {
 		return nil
 	}
-	// A pass of its own (no read joins it), whose decoding loop reports
-	// the scanned records to the index and notes the marks. Records that
-	// are not kwal's hold no entry: they may go. A corrupt kwal record may
-	// be any region's entry: it fails the catch-up, and so Prune, which
-	// then deletes nothing.
+	// Records that are not kwal's hold no entry: they may go. A corrupt
+	// kwal record may be any region's entry: it fails the catch-up, and so
+	// Prune, which then deletes nothing.
+	return s.scanIntoIndex(ctx, topic, s.gate.generation(topic), ranges, end)
+}
+
+// scanIntoIndex scans ranges of the topic (ascending, below end) in a pass
+// of its own (no read joins it), whose decoding loop reports the scanned
+// records to the index and notes the marks. Records that are not kwal's
+// count as holding no entry; a kwal record that fails to decode fails the
+// scan. Index updates go through the gate with generation gen.
+func (s *LogStore) scanIntoIndex(ctx context.Context, topic string, gen uint64, ranges []index.Range, end int64) error {
 	f := &fetcher{s: s, topic: topic, model: s.models.load(topic), pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
 	f.stats.plan = "scan"
-	r := &reader{s: s, topic: topic, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, foreignOK: true,
+	r := &reader{s: s, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, foreignOK: true,
 		route: &router{regions: map[uint64][]*route{}}}
 	r.yield = r.route.dispatch
 	ctx, cancel := context.WithCancel(ctx)
@@ -287,7 +296,7 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 }
 
 // logStarter is how Prune tells the index where the log begins now;
-// *index.Global has it.
+// *index.Collector has it.
 type logStarter interface {
 	LogStarts(topic string, logStart int64)
 }
@@ -299,7 +308,7 @@ type logStarter interface {
 // start (retention moved it, or nothing was ever pruned and start is 0),
 // the new mark speaks for [start, point) only, or [0, point) when start is
 // 0.
-func (s *LogStore) writePruneMark(ctx context.Context, topic string, g statser, start, end, point int64) error {
+func (s *LogStore) writePruneMark(ctx context.Context, topic string, g pruneIndex, start, end, point int64) error {
 	m := record.Mark{Prune: true, From: start, Point: point}
 	table := map[uint64]int64{}
 	if start > 0 {

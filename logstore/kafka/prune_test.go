@@ -267,16 +267,21 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, ns string) float64 {
 	return 0
 }
 
-// TestRetentionPastEveryPruneIsNotVouched states the limit of the proof:
-// retention that deletes past every prune point leaves no mark saying what
-// it deleted, so a region asking from below the new start fails with
-// ErrPruned even though it lost nothing; a prune after it speaks for the
-// records from that start on, so a region asking from there is proven
-// complete again.
-func TestRetentionPastEveryPruneIsNotVouched(t *testing.T) {
+// TestRetentionPastEveryPrune states how a read from below a log start
+// that retention moved past every prune point is answered: no prune mark
+// speaks for what retention deleted, so the index is the only witness.
+// Where it accounted for the deleted offsets (it wrote them, or loaded a
+// checkpoint that covers them) and the region had no record there above
+// its Obsolete point, the read succeeds, also after the index's accounted
+// span rose with the log start; where it cannot prove it (a region that
+// lost an entry, a read from below the region's own Obsolete point, an
+// index that never covered the offsets), the read fails with ErrPruned.
+// A prune after the retention speaks for the records from its start on.
+func TestRetentionPastEveryPrune(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)
-	s := openStore(t, brokers, nil)
+	dir := t.TempDir()
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
 	ctx := context.Background()
 	topic := newTopic(t)
 	ids := map[logstore.RegionID][]logstore.EntryID{}
@@ -287,24 +292,43 @@ func TestRetentionPastEveryPruneIsNotVouched(t *testing.T) {
 			ids[r] = append(ids[r], res.LastEntryIDs[r])
 		}
 	}
-	// Region 1 flushed everything, region 2 its first two entries;
-	// retention (no Prune) deletes below region 2's third entry.
+	// Region 1 flushed everything, region 2 its first two entries.
 	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
 	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
+	require.NoError(t, s.Close()) // checkpoints the index: it covers the whole log
+	// Retention (no Prune) deletes below region 2's third entry: region 2
+	// lost nothing it needs (from ids[2][1]+1 only region 1's third entry
+	// went).
 	deleteRecords(t, brokers, topic, int64(ids[2][2])-1)
-	_, err := readErr(s.Read(ctx, topic, 2, ids[2][1]+1))
+
+	s = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	for range 2 { // the second time, the index's span has risen with the log start
+		got := collect(t, s.Read(ctx, topic, 2, ids[2][1]+1))
+		require.Len(t, got, 4, "the checkpointed index proves region 2 lost nothing")
+		require.Equal(t, ids[2][2], got[0].ID)
+	}
+	_, err := readErr(s.Read(ctx, topic, 2, ids[2][1]))
+	require.ErrorIs(t, err, logstore.ErrPruned, "region 2's second entry is gone")
+	_, err = readErr(s.Read(ctx, topic, 1, ids[1][1]))
+	require.ErrorIs(t, err, logstore.ErrPruned, "below region 1's Obsolete point the index keeps no runs: not proven")
+
+	// A store whose index never covered the deleted offsets cannot prove
+	// anything.
+	blind := openStore(t, brokers, nil)
+	_, err = readErr(blind.Read(ctx, topic, 2, ids[2][1]+1))
 	require.ErrorIs(t, err, logstore.ErrPruned, "nothing vouches for what retention deleted")
-	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][2])), 4, "from the log start no proof is needed")
+	require.Len(t, collect(t, blind.Read(ctx, topic, 2, ids[2][2])), 4, "from the log start no proof is needed")
 
 	// Region 2 flushes two more; a prune deletes them and speaks for the
 	// records from the retention's start on.
-	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][3]))
-	first, err := s.Prune(ctx, topic)
+	require.NoError(t, blind.Obsolete(ctx, topic, 2, ids[2][3]))
+	first, err := blind.Prune(ctx, topic)
 	require.NoError(t, err)
 	require.Equal(t, ids[2][4], first)
-	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][3]+1)), 2)
-	_, err = readErr(s.Read(ctx, topic, 2, ids[2][1]+1))
+	require.Len(t, collect(t, blind.Read(ctx, topic, 2, ids[2][3]+1)), 2)
+	_, err = readErr(blind.Read(ctx, topic, 2, ids[2][1]+1))
 	require.ErrorIs(t, err, logstore.ErrPruned, "still nothing vouches for the records below the retention's start")
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][3]+1)), 2, "the first store learns the prune mark")
 }
 
 // deleteRecords deletes the topic's records below offset at, as retention

@@ -327,13 +327,17 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 				}
 			}
 			region, kwal, err := r.handle(rec)
+			if err != nil {
+				// Not accounted for: a record that ends the read (one
+				// that fails to decode may be any region's entry) must
+				// not become "no entry" in the index, or the next read
+				// would pass it by.
+				return err
+			}
 			if rg.Scan {
 				runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: !kwal})
 			}
 			off = rec.Offset + 1
-			if err != nil {
-				return err
-			}
 		}
 		if f.fp.Err != nil {
 			return &logstore.CorruptError{Namespace: r.topic, Offset: f.next, Err: f.fp.Err}
@@ -509,7 +513,7 @@ func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64)
 }
 
 // watermarker is what startIndexForRead needs from the index;
-// *index.Global has it.
+// *index.Collector has it.
 type watermarker interface {
 	Watermark(topic string) (int64, bool)
 }

@@ -45,7 +45,7 @@ type LogStore struct {
 	// land inside a group's batch, between the parts of a split entry.
 	markClient *kgo.Client
 
-	index index.Collector // nil when DisableIndex
+	index regionIndex // nil when DisableIndex
 
 	mu        sync.Mutex
 	closed    bool
@@ -76,6 +76,9 @@ type LogStore struct {
 	pruneExited chan struct{}
 
 	marks knownMarks // prune marks known, per topic (marks.go)
+	// catchUps are the index's background catch-ups (catchup.go); running
+	// is guarded by mu.
+	catchUps catchUps
 }
 
 var _ logstore.LogStore = (*LogStore)(nil)
@@ -89,8 +92,10 @@ type producerSlot struct {
 }
 
 // Open validates cfg, connects to the brokers and loads the index. It
-// fails if no broker answers within cfg.RequestTimeout, and when ctx ends
-// before the index is loaded (a slow or hanging IndexStore).
+// fails with an error matching ErrUnreachable if no broker answers within
+// cfg.RequestTimeout (and with ErrRefused, ErrAuthFailed, ErrTLS or
+// ErrBrokerTimeout, what happened), and when ctx ends before the index is
+// loaded (a slow or hanging IndexStore).
 func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -100,6 +105,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
 	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
+	s.catchUps = catchUps{slots: make(chan struct{}, catchUpSlots), running: make(map[string]chan struct{})}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -116,15 +122,12 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.admin, err = kgo.NewClient(base...); err != nil {
+	if s.admin, err = kgo.NewClient(append(base[:len(base):len(base)], kgo.WithHooks(s.metrics.clients.admin))...); err != nil {
 		return nil, fmt.Errorf("kwal: open: %w", err)
 	}
 	s.adm = kadm.NewClient(s.admin)
-	pctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	err = s.admin.Ping(pctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("kwal: open: no broker of %v answered within %v: %w", cfg.Brokers, cfg.RequestTimeout, err)
+	if err := Ping(ctx, s.admin, cfg); err != nil {
+		return nil, err
 	}
 	codec, _ := CompressionCodec(cfg.Compression)
 	clients := make([]worker.Client, cfg.ProduceLanes)
@@ -150,6 +153,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			kgo.MaxBufferedBytes(1<<40),
 			kgo.MaxBufferedRecords(1<<40),
 			kgo.UnknownTopicRetries(-1),
+			kgo.WithHooks(s.metrics.clients.lane),
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
@@ -163,8 +167,12 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.UnknownTopicRetries(-1),
+		kgo.WithHooks(s.metrics.clients.mark),
 	)...); err != nil {
 		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+	}
+	if err := s.metrics.registerClients(cfg.Registerer); err != nil {
+		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
@@ -293,4 +301,19 @@ func (s *LogStore) shutdownClients() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
+}
+
+// regionIndex is what the store calls on the region index (an
+// *index.Collector): the runs appends and reads learn, the read plans, and
+// the topic's lifecycle. The extra calls a single job needs (Stats for
+// Prune, Watermark for reads, LogStarts, Topics) are small interfaces
+// declared next to that job.
+type regionIndex interface {
+	Start(topic string, logStart, end int64)
+	Observe(topic string, runs []index.Run)
+	ObserveScan(topic string, start, end int64, runs []index.Run)
+	Obsolete(topic string, region uint64, before int64)
+	Plan(topic string, from map[uint64]int64, end int64) index.Plan
+	Drop(ctx context.Context, topic string) error
+	Close(ctx context.Context) error
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
@@ -106,6 +106,7 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 			}
 		}
 		s.index.Start(topic, start, end)
+		s.startCatchUp(topic, end)
 	}
 	return nil
 }
@@ -131,63 +132,63 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) error {
 	}
 	// A new topic's partition may not have a leader yet; wait for one so
 	// that the first fetch or ListOffsets does not fail.
-	for {
+	_, err = retryEvery(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
 		details, err := s.adm.ListTopics(ctx, topic)
 		if err == nil {
 			if td, ok := details[topic]; ok && td.Err == nil && len(td.Partitions) > 0 {
 				if p, ok := td.Partitions[partition]; ok && p.Err == nil && p.Leader >= 0 {
-					return nil
+					return true, nil
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, ctx.Err())
-		case <-time.After(s.cfg.RetryBackoff):
-		}
+		return false, err
+	})
+	if err != nil {
+		return fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, err)
 	}
+	return nil
 }
 
 // offsets returns the partition's log start and end (high watermark),
 // asked concurrently. Retriable errors (a leader that moved) are retried
 // after a metadata refresh until ctx ends.
 func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64, err error) {
-	for attempt := 0; ; attempt++ {
+	_, err = retryEvery(ctx, s.cfg.RetryBackoff, func(attempt int) (bool, error) {
 		start, end, err = s.offsetsOnce(ctx, topic)
 		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, ErrUnknownNamespace) {
-			return start, end, err
+			return true, err
 		}
 		s.log.Debug("kwal: retrying list offsets", "topic", topic, "attempt", attempt, "err", err)
 		s.admin.ForceMetadataRefresh()
-		select {
-		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		case <-time.After(s.cfg.RetryBackoff):
-		}
+		return false, err
+	})
+	if err != nil {
+		return 0, 0, err
 	}
+	return start, end, nil
 }
 
 func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end int64, err error) {
-	var starts kadm.ListedOffsets
-	var serr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		starts, serr = s.adm.ListStartOffsets(ctx, topic)
-		if serr == nil {
-			serr = starts.Error()
+	var starts, ends kadm.ListedOffsets
+	g, gctx := errgroup.WithContext(ctx)
+	// Both lists run at once; the first failure cancels the other.
+	list := func(into *kadm.ListedOffsets, which string, call func(context.Context, ...string) (kadm.ListedOffsets, error)) func() error {
+		return func() error {
+			lo, err := call(gctx, topic)
+			if err == nil {
+				err = lo.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("kwal: namespace %q: list %s offset: %w", topic, which, mapUnknown(err))
+			}
+			*into = lo
+			return nil
 		}
-	}()
-	ends, err := s.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
 	}
-	<-done
-	if serr != nil {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: list start offset: %w", topic, mapUnknown(serr))
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: list end offset: %w", topic, mapUnknown(err))
+	g.Go(list(&starts, "start", s.adm.ListStartOffsets))
+	g.Go(list(&ends, "end", s.adm.ListEndOffsets))
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
 	}
 	so, ok1 := starts.Lookup(topic, partition)
 	eo, ok2 := ends.Lookup(topic, partition)

@@ -124,46 +124,46 @@ func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, t
 func (f *fetcher) fetch(ctx context.Context, off int64, maxBytes int32, mode string) (fetchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
-		res := f.fetchOnce(ctx, f.s.admin, f.leader, f.topicID, off, maxBytes, mode)
+	var res fetchResult
+	ended, err := retryEvery(ctx, f.s.cfg.RetryBackoff, func(attempt int) (bool, error) {
+		if attempt > 0 {
+			// The leader may have moved: look it up before fetching again.
+			if err := f.refreshLeader(ctx); err != nil {
+				return true, fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, res.retry)
+			}
+		}
+		res = f.fetchOnce(ctx, f.s.admin, f.leader, f.topicID, off, maxBytes, mode)
 		f.stats.fetches++
 		f.stats.bytes += int64(res.bytes)
 		if res.err != nil {
-			return fetchResult{}, res.err
+			return true, res.err
 		}
-		if res.retry == nil {
-			return res, nil
+		if res.retry != nil {
+			f.s.log.Debug("kwal: retrying fetch", "topic", f.topic, "offset", off, "attempt", attempt, "err", res.retry)
+			return false, res.retry
 		}
-		if err := f.backoff(ctx, off, attempt, res.retry); err != nil {
-			return fetchResult{}, err
-		}
+		return true, nil
+	})
+	if ended {
+		return fetchResult{}, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, err)
 	}
-}
-
-// backoff waits RetryBackoff after a retriable fetch failure and looks the
-// leader up again; it fails when ctx ends first.
-func (f *fetcher) backoff(ctx context.Context, off int64, attempt int, cause error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, errors.Join(ctx.Err(), cause))
+	if err != nil {
+		return fetchResult{}, err
 	}
-	f.s.log.Debug("kwal: retrying fetch", "topic", f.topic, "offset", off, "attempt", attempt, "err", cause)
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, errors.Join(ctx.Err(), cause))
-	case <-time.After(f.s.cfg.RetryBackoff):
-	}
-	if err := f.refreshLeader(ctx); err != nil {
-		return fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, cause)
-	}
-	return nil
+	return res, nil
 }
 
 // outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
-// start moved past off (retention or pruning ran during the read).
+// start moved past off (retention or pruning ran during the read); the
+// fetcher then checks whether the pass needed what went (startMovedError,
+// pruned.go).
 func (f *fetcher) outOfRange(ctx context.Context, off int64, cause error) error {
-	start, _, err := f.s.offsets(ctx, f.topic)
+	start, end, err := f.s.offsets(ctx, f.topic)
 	if err == nil && start > off {
-		return errors.Join(&logstore.PrunedError{Namespace: f.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)}, cause)
+		return &startMovedError{
+			pruned: &logstore.PrunedError{Namespace: f.topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)},
+			start:  start, end: end, cause: cause,
+		}
 	}
 	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", f.topic, off, cause)
 }

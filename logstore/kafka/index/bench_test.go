@@ -40,14 +40,14 @@ func TestBytesPerEntry(t *testing.T) {
 	const entries, steps = 640_000, 10
 	for _, wl := range workloads {
 		st := newMemStore()
-		g := newGlobal(t, Options{Store: st})
+		g := newCollector(t, Options{Store: st})
 		g.Start("t", 0, 0)
 		g.Observe("t", wl.runs(0, entries))
 		require.NoError(t, g.Checkpoint(bg))
 		base := float64(st.size("")) / entries
 
 		st2 := newMemStore()
-		g2 := newGlobal(t, Options{Store: st2})
+		g2 := newCollector(t, Options{Store: st2})
 		g2.Start("t", 0, 0)
 		tp := g2.topic("t", false)
 		var written, deltas int64
@@ -77,7 +77,7 @@ func BenchmarkCheckpointBytesPerEntry(b *testing.B) {
 	for _, wl := range workloads {
 		b.Run(wl.name, func(b *testing.B) {
 			const entries = 640_000
-			g := newGlobal(b, Options{})
+			g := newCollector(b, Options{})
 			g.Start("t", 0, 0)
 			g.Observe("t", wl.runs(0, entries))
 			tp := g.topic("t", false)
@@ -137,7 +137,7 @@ func BenchmarkRegionSetMemory(b *testing.B) {
 func BenchmarkObserve(b *testing.B) {
 	for _, wl := range workloads {
 		b.Run(wl.name, func(b *testing.B) {
-			g := newGlobal(b, Options{})
+			g := newCollector(b, Options{})
 			g.Start("t", 0, 0)
 			batch := wl.runs(0, 640)
 			w := int64(0)
@@ -153,7 +153,7 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 	b.Run("out_of_order_pairs", func(b *testing.B) {
-		g := newGlobal(b, Options{})
+		g := newCollector(b, Options{})
 		g.Start("t", 0, 0)
 		w := int64(0)
 		for b.Loop() {
@@ -165,8 +165,8 @@ func BenchmarkObserve(b *testing.B) {
 }
 
 // indexOf builds a topic of the workload with the given entries.
-func indexOf(b *testing.B, wl workload, entries int) (*Global, int64) {
-	g := newGlobal(b, Options{})
+func indexOf(b *testing.B, wl workload, entries int) (*Collector, int64) {
+	g := newCollector(b, Options{})
 	g.Start("t", 0, 0)
 	g.Observe("t", wl.runs(0, entries))
 	_, w := span2(g.topic("t", false))
@@ -214,7 +214,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	for _, wl := range workloads {
 		b.Run("delta_640_entries/"+wl.name, func(b *testing.B) {
 			st := newMemStore()
-			g := newGlobal(b, Options{Store: st})
+			g := newCollector(b, Options{Store: st})
 			g.Start("t", 0, 0)
 			w := int64(1 << 20)
 			g.Observe("t", wl.runs(0, int(w)))
@@ -231,8 +231,8 @@ func BenchmarkCheckpoint(b *testing.B) {
 			}
 			// bytes/op includes the bases rewritten by compaction.
 			b.ReportMetric(float64(written)/float64(b.N), "bytes/op")
-			b.ReportMetric(metricValue(g.m.ckBytes.WithLabelValues("delta"))/
-				metricValue(g.m.ckFiles.WithLabelValues("delta")), "bytes/delta")
+			b.ReportMetric(metricValue(g.m.checkpointBytes.WithLabelValues("delta"))/
+				metricValue(g.m.checkpointFiles.WithLabelValues("delta")), "bytes/delta")
 		})
 		b.Run("base_1M_entries/"+wl.name, func(b *testing.B) {
 			g, _ := indexOf(b, wl, 1<<20)
@@ -258,7 +258,7 @@ func BenchmarkLoad(b *testing.B) {
 	for _, wl := range workloads {
 		b.Run(wl.name, func(b *testing.B) {
 			st := newMemStore()
-			g := newGlobal(b, Options{Store: st})
+			g := newCollector(b, Options{Store: st})
 			g.Start("t", 0, 0)
 			g.Observe("t", wl.runs(0, 1<<20))
 			require.NoError(b, g.Close(bg))
@@ -273,4 +273,15 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		})
 	}
+}
+
+// memBytes estimates the heap bytes the list holds (for
+// BenchmarkRegionSetMemory).
+func (l *runList) memBytes() int {
+	const chunkHeader = 8 + 8 + 8 + 8 + 24
+	n := 0
+	for _, c := range l.chunks {
+		n += cap(c.data)
+	}
+	return n + cap(l.chunks)*chunkHeader
 }

@@ -8,8 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Compaction policy: a topic's deltas are folded into a new base once they
@@ -24,8 +25,9 @@ const (
 	maxDeltas    = 128
 )
 
-// ckState is a topic's persistence bookkeeping, guarded by topic.ckMu.
-type ckState struct {
+// persistState is a topic's persistence bookkeeping, guarded by
+// topic.persistMu.
+type persistState struct {
 	// known is false until the topic's files on the store are listed
 	// (always true for topics found at load).
 	known bool
@@ -40,10 +42,11 @@ type ckState struct {
 	deltaBytes int64
 	deltas     int
 	// files are the names of the topic's files on the store, for deletion.
-	files []ckFile
+	files []storedFile
 }
 
-type ckFile struct {
+// storedFile is one of a topic's checkpoint files on the store.
+type storedFile struct {
 	name string
 	seq  uint64
 	kind fileKind
@@ -144,10 +147,10 @@ func cutLast(s, sep string) (before, after string, found bool) {
 // last one: a delta, or a base when needed or when the deltas have grown
 // too large. It returns the bytes written.
 func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
-	t.ckMu.Lock()
-	defer t.ckMu.Unlock()
-	ck := &t.ck
-	if !ck.known {
+	t.persistMu.Lock()
+	defer t.persistMu.Unlock()
+	ps := &t.persist
+	if !ps.known {
 		if err := t.listFilesLocked(ctx, st); err != nil {
 			return 0, err
 		}
@@ -161,17 +164,17 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 		t.mu.Unlock()
 		return 0, nil
 	}
-	base := t.needBase || ck.baseSeq == 0
-	if !base && t.c == ck.c && t.w == ck.w && len(t.dirty) == 0 {
+	base := t.needBase || ps.baseSeq == 0
+	if !base && t.c == ps.c && t.w == ps.w && len(t.dirty) == 0 {
 		t.mu.Unlock()
 		return 0, nil
 	}
-	seq := ck.lastSeq + 1
+	seq := ps.lastSeq + 1
 	var data []byte
 	if !base {
-		data = appendFile(nil, t.deltaLocked(seq, ck.baseSeq, ck.w))
-		if ck.deltas >= maxDeltas ||
-			ck.deltaBytes+int64(len(data)) > max(ck.baseBytes, compactFloor) {
+		data = appendFile(nil, t.deltaLocked(seq, ps.baseSeq, ps.w))
+		if ps.deltas >= maxDeltas ||
+			ps.deltaBytes+int64(len(data)) > max(ps.baseBytes, compactFloor) {
 			base = true
 		}
 	}
@@ -202,25 +205,25 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 		t.mu.Unlock()
 		return 0, fmt.Errorf("index: topic %q: writing checkpoint %s: %w", t.name, name, err)
 	}
-	t.m.ckBytes.WithLabelValues(kind.String()).Add(float64(len(data)))
-	t.m.ckFiles.WithLabelValues(kind.String()).Inc()
-	ck.lastSeq = seq
-	ck.c, ck.w = c, w
-	ck.files = append(ck.files, ckFile{name: name, seq: seq, kind: kind})
+	t.m.checkpointBytes.WithLabelValues(kind.String()).Add(float64(len(data)))
+	t.m.checkpointFiles.WithLabelValues(kind.String()).Inc()
+	ps.lastSeq = seq
+	ps.c, ps.w = c, w
+	ps.files = append(ps.files, storedFile{name: name, seq: seq, kind: kind})
 	if !base {
-		ck.deltaBytes += int64(len(data))
-		ck.deltas++
+		ps.deltaBytes += int64(len(data))
+		ps.deltas++
 		return int64(len(data)), nil
 	}
-	ck.baseSeq = seq
-	ck.baseBytes = int64(len(data))
-	ck.deltaBytes, ck.deltas = 0, 0
+	ps.baseSeq = seq
+	ps.baseBytes = int64(len(data))
+	ps.deltaBytes, ps.deltas = 0, 0
 	// The new base is durable: every older file is garbage. A failed delete
 	// leaves a file that loads ignore (its seq is below the base's); it is
 	// retried after the next base.
-	keep := ck.files[:0]
+	keep := ps.files[:0]
 	var errs []error
-	for _, f := range ck.files {
+	for _, f := range ps.files {
 		if f.seq >= seq {
 			keep = append(keep, f)
 			continue
@@ -230,7 +233,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 			keep = append(keep, f)
 		}
 	}
-	ck.files = keep
+	ps.files = keep
 	if len(errs) > 0 {
 		t.log.Warn("index: deleting old checkpoint files", "err", errors.Join(errs...))
 	}
@@ -239,27 +242,27 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 
 // listFilesLocked learns the topic's files on the store (for a topic
 // created after load, normally none). Any file found means they were not
-// written by this Global: the next checkpoint writes a base above them.
+// written by this Collector: the next checkpoint writes a base above them.
 func (t *topic) listFilesLocked(ctx context.Context, st Store) error {
 	names, err := st.List(ctx, topicPrefix(t.name))
 	if err != nil {
 		return fmt.Errorf("index: topic %q: listing checkpoint files: %w", t.name, err)
 	}
-	ck := &t.ck
+	ps := &t.persist
 	for _, n := range names {
 		topic, seq, kind, ok := parseFileName(n)
 		if !ok || topic != t.name {
 			continue
 		}
-		ck.files = append(ck.files, ckFile{name: n, seq: seq, kind: kind})
-		ck.lastSeq = max(ck.lastSeq, seq)
+		ps.files = append(ps.files, storedFile{name: n, seq: seq, kind: kind})
+		ps.lastSeq = max(ps.lastSeq, seq)
 	}
-	if len(ck.files) > 0 {
+	if len(ps.files) > 0 {
 		t.mu.Lock()
 		t.needBase = true
 		t.mu.Unlock()
 	}
-	ck.known = true
+	ps.known = true
 	return nil
 }
 
@@ -319,21 +322,21 @@ type loadFailure struct {
 // the chain. It returns the files it could not use; the topic is then at
 // the last consistent state reached (or has no coverage), and its next
 // checkpoint writes a new base.
-func (t *topic) load(ctx context.Context, st Store, files []ckFile) []loadFailure {
-	t.ckMu.Lock()
-	defer t.ckMu.Unlock()
+func (t *topic) load(ctx context.Context, st Store, files []storedFile) []loadFailure {
+	t.persistMu.Lock()
+	defer t.persistMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ck := &t.ck
-	ck.known = true
-	ck.files = files
+	ps := &t.persist
+	ps.known = true
+	ps.files = files
 	for _, f := range files {
-		ck.lastSeq = max(ck.lastSeq, f.seq)
+		ps.lastSeq = max(ps.lastSeq, f.seq)
 	}
-	slices.SortFunc(ck.files, func(a, b ckFile) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(ps.files, func(a, b storedFile) int { return cmp.Compare(a.seq, b.seq) })
 
 	var fails []loadFailure
-	fail := func(f ckFile, reason string, err error) {
+	fail := func(f storedFile, reason string, err error) {
 		fails = append(fails, loadFailure{name: f.name, reason: reason, err: err})
 	}
 	// Fetch the files concurrently (on an object store each is a round
@@ -342,22 +345,21 @@ func (t *topic) load(ctx context.Context, st Store, files []ckFile) []loadFailur
 		data []byte
 		err  error
 	}
-	got := make([]fetched, len(ck.files))
-	sem := make(chan struct{}, fetchParallelism)
-	var wg sync.WaitGroup
-	for i, f := range ck.files {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+	got := make([]fetched, len(ps.files))
+	var eg errgroup.Group
+	eg.SetLimit(fetchParallelism)
+	for i, f := range ps.files {
+		eg.Go(func() error {
 			got[i].data, got[i].err = st.Get(ctx, f.name)
+			return nil // each file's failure is its own (read below)
 		})
 	}
-	wg.Wait()
-	pos := make(map[string]int, len(ck.files))
-	for i, f := range ck.files {
+	_ = eg.Wait() // every Go returns nil
+	pos := make(map[string]int, len(ps.files))
+	for i, f := range ps.files {
 		pos[f.name] = i
 	}
-	read := func(f ckFile) (*checkpointFile, int64, bool) {
+	read := func(f storedFile) (*checkpointFile, int64, bool) {
 		data, err := got[pos[f.name]].data, got[pos[f.name]].err
 		if err != nil {
 			fail(f, loadFailureReason(err), err)
@@ -375,8 +377,8 @@ func (t *topic) load(ctx context.Context, st Store, files []ckFile) []loadFailur
 	}
 
 	clean := true
-	for bi := len(ck.files) - 1; bi >= 0; bi-- {
-		bf := ck.files[bi]
+	for bi := len(ps.files) - 1; bi >= 0; bi-- {
+		bf := ps.files[bi]
 		if bf.kind != kindBase {
 			continue
 		}
@@ -386,9 +388,9 @@ func (t *topic) load(ctx context.Context, st Store, files []ckFile) []loadFailur
 			continue
 		}
 		t.applyLocked(base)
-		ck.baseSeq, ck.baseBytes = bf.seq, n
+		ps.baseSeq, ps.baseBytes = bf.seq, n
 		next := bf.seq + 1
-		for _, df := range ck.files[bi+1:] {
+		for _, df := range ps.files[bi+1:] {
 			if df.kind == kindBase {
 				break // an older base's chain ends where the next base begins
 			}
@@ -408,20 +410,20 @@ func (t *topic) load(ctx context.Context, st Store, files []ckFile) []loadFailur
 				break
 			}
 			t.applyLocked(d)
-			ck.deltaBytes += n
-			ck.deltas++
+			ps.deltaBytes += n
+			ps.deltas++
 			next++
 		}
 		break
 	}
-	if ck.baseSeq == 0 && len(ck.files) > 0 {
+	if ps.baseSeq == 0 && len(ps.files) > 0 {
 		if clean {
 			// Only deltas: their base is gone.
-			fail(ck.files[0], reasonMissing, errors.New("no base file"))
+			fail(ps.files[0], reasonMissing, errors.New("no base file"))
 		}
 		clean = false
 	}
-	ck.c, ck.w = t.c, t.w
+	ps.c, ps.w = t.c, t.w
 	t.needBase = !clean
 	clear(t.dirty)
 	t.wm.Set(float64(t.w))
@@ -457,7 +459,7 @@ func (t *topic) applyLocked(f *checkpointFile) {
 }
 
 // checkpointAll checkpoints every topic, returning the bytes written.
-func (g *Global) checkpointAll(ctx context.Context) (int64, error) {
+func (g *Collector) checkpointAll(ctx context.Context) (int64, error) {
 	if g.opts.Store == nil || g.opts.ReadOnly {
 		return 0, nil
 	}
@@ -472,10 +474,10 @@ func (g *Global) checkpointAll(ctx context.Context) (int64, error) {
 		n, err := t.checkpoint(ctx, g.opts.Store)
 		total += n
 		if err != nil {
-			g.m.ckErrors.Inc()
+			g.m.checkpointErrors.Inc()
 			errs = append(errs, err)
 		}
 	}
-	g.m.ckDuration.Observe(time.Since(began).Seconds())
+	g.m.checkpointDuration.Observe(time.Since(began).Seconds())
 	return total, errors.Join(errs...)
 }

@@ -18,7 +18,7 @@ var bg = context.Background()
 
 // writeRegions observes n runs of size k round robin over ids, from the
 // topic's current W, and returns the new W.
-func writeRegions(g *Global, topic string, w int64, ids []uint64, n int, k int64) int64 {
+func writeRegions(g *Collector, topic string, w int64, ids []uint64, n int, k int64) int64 {
 	runs := make([]Run, 0, n)
 	for i := range n {
 		runs = append(runs, reg(ids[i%len(ids)], w, k))
@@ -28,14 +28,14 @@ func writeRegions(g *Global, topic string, w int64, ids []uint64, n int, k int64
 	return w
 }
 
-func planOf(g *Global, topic string, id uint64, end int64) []Range {
+func planOf(g *Collector, topic string, id uint64, end int64) []Range {
 	return g.Plan(topic, map[uint64]int64{id: 0}, end).Ranges
 }
 
 func TestCheckpointRestartRestoresIndex(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g := newCollector(t, Options{Store: st, MergeGap: -1})
 	g.Start("a", 0, 0)
 	g.Start("b.c/d", 0, 5)
 	w := writeRegions(g, "a", 0, []uint64{1, 2, 3}, 300, 4)
@@ -52,7 +52,7 @@ func TestCheckpointRestartRestoresIndex(t *testing.T) {
 	beforeB := g.Plan("b.c/d", map[uint64]int64{7: 5}, wb).Ranges
 	require.Len(t, st.names(), 2)
 
-	g2 := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g2 := newCollector(t, Options{Store: st, MergeGap: -1})
 	for id := uint64(1); id <= 3; id++ {
 		require.Equal(t, before[id], g2.Plan("a", map[uint64]int64{id: 50}, w+10).Ranges, "region %d", id)
 	}
@@ -65,14 +65,14 @@ func TestCheckpointRestartRestoresIndex(t *testing.T) {
 func TestRestartKeepsRegionsNotWrittenSince(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g := newCollector(t, Options{Store: st, MergeGap: -1})
 	g.Start("t", 0, 0)
 	w := writeRegions(g, "t", 0, []uint64{1, 2}, 20, 5)
 	require.NoError(t, g.Checkpoint(bg))
 	old1 := planOf(g, "t", 1, w)
 	require.NoError(t, g.Close(bg))
 
-	g2 := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g2 := newCollector(t, Options{Store: st, MergeGap: -1})
 	g2.Start("t", 0, w)
 	// Only region 3 is written now, enough for several deltas and a new base.
 	for range 40 {
@@ -86,7 +86,7 @@ func TestRestartKeepsRegionsNotWrittenSince(t *testing.T) {
 	require.NotContains(t, files, fileName("t", 1, kindBase), "a new base replaced the first")
 	require.NoError(t, g2.Close(bg))
 
-	g3 := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g3 := newCollector(t, Options{Store: st, MergeGap: -1})
 	g3.Start("t", 0, w)
 	require.Equal(t, old1, planOf(g3, "t", 1, 100), "region 1 is still indexed")
 	require.NotEmpty(t, regionRuns(g3, "t", 2))
@@ -96,7 +96,7 @@ func TestRestartKeepsRegionsNotWrittenSince(t *testing.T) {
 func TestCheckpointCostsWhatChanged(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st})
+	g := newCollector(t, Options{Store: st})
 	ids := make([]uint64, 64)
 	for i := range ids {
 		ids[i] = uint64(i)
@@ -131,7 +131,7 @@ func TestCheckpointCostsWhatChanged(t *testing.T) {
 func TestCompaction(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g := newCollector(t, Options{Store: st, MergeGap: -1})
 	g.Start("t", 0, 0)
 	w := int64(0)
 	var sawDeltas bool
@@ -143,12 +143,12 @@ func TestCompaction(t *testing.T) {
 		require.LessOrEqual(t, n, maxDeltas+1)
 	}
 	require.True(t, sawDeltas)
-	ck := g.topic("t", false).ck
-	require.Greater(t, ck.baseSeq, uint64(1), "compacted")
-	require.LessOrEqual(t, ck.deltaBytes, max(ck.baseBytes, compactFloor))
+	ps := g.topic("t", false).persist
+	require.Greater(t, ps.baseSeq, uint64(1), "compacted")
+	require.LessOrEqual(t, ps.deltaBytes, max(ps.baseBytes, compactFloor))
 	want := planOf(g, "t", 3, w)
 	require.NoError(t, g.Close(bg))
-	g2 := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g2 := newCollector(t, Options{Store: st, MergeGap: -1})
 	require.Equal(t, want, planOf(g2, "t", 3, w))
 }
 
@@ -183,7 +183,7 @@ func TestLoadFailuresFallBack(t *testing.T) {
 	// Three checkpoints: base 1 (W=100), delta 2 (W=200), delta 3 (W=300).
 	build := func() (*memStore, []Range) {
 		st := newMemStore()
-		g := newGlobal(t, Options{Store: st, MergeGap: -1})
+		g := newCollector(t, Options{Store: st, MergeGap: -1})
 		g.Start("t", 0, 0)
 		w := int64(0)
 		for range 3 {
@@ -214,7 +214,7 @@ func TestLoadFailuresFallBack(t *testing.T) {
 			t.Parallel()
 			st, full := build()
 			damage(t, st, c.file, c.how)
-			g := newGlobal(t, Options{Store: st, MergeGap: -1})
+			g := newCollector(t, Options{Store: st, MergeGap: -1})
 			require.Equal(t, 1.0, metricValue(g.m.loadFailures.WithLabelValues(c.reason)))
 			g.Start("t", 0, 300)
 			got := planOf(g, "t", 1, 300)
@@ -239,7 +239,7 @@ func TestLoadFailuresFallBack(t *testing.T) {
 			require.NoError(t, g.Checkpoint(bg))
 			require.Equal(t, []string{"idx-t.0000000000000004.base"}, st.names())
 			require.NoError(t, g.Close(bg))
-			g2 := newGlobal(t, Options{Store: st, MergeGap: -1})
+			g2 := newCollector(t, Options{Store: st, MergeGap: -1})
 			require.Equal(t, 0.0, metricValue(g2.m.loadFailures))
 			require.Equal(t, planOf(g, "t", 1, 305), planOf(g2, "t", 1, 305))
 		})
@@ -249,7 +249,7 @@ func TestLoadFailuresFallBack(t *testing.T) {
 func TestLoadFallsBackToOlderBase(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g := newCollector(t, Options{Store: st, MergeGap: -1})
 	g.Start("t", 0, 0)
 	w := writeRegions(g, "t", 0, []uint64{1}, 10, 10)
 	require.NoError(t, g.Checkpoint(bg))
@@ -264,7 +264,7 @@ func TestLoadFallsBackToOlderBase(t *testing.T) {
 	data, err = st.Get(bg, fileName("t", 2, kindDelta))
 	require.NoError(t, err)
 	oldFiles[fileName("t", 2, kindDelta)] = data
-	g = newGlobal(t, Options{Store: st, MergeGap: -1})
+	g = newCollector(t, Options{Store: st, MergeGap: -1})
 	g.topic("t", false).mu.Lock()
 	g.topic("t", false).needBase = true
 	g.topic("t", false).mu.Unlock()
@@ -276,7 +276,7 @@ func TestLoadFallsBackToOlderBase(t *testing.T) {
 	}
 	damage(t, st, fileName("t", 3, kindBase), "flip")
 
-	g2 := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g2 := newCollector(t, Options{Store: st, MergeGap: -1})
 	g2.Start("t", 0, w+10)
 	require.Equal(t, 1.0, metricValue(g2.m.loadFailures.WithLabelValues(reasonCorrupt)))
 	_, w2 := span2(g2.topic("t", false))
@@ -287,7 +287,7 @@ func TestLoadFallsBackToOlderBase(t *testing.T) {
 func TestPutFailureIsRetried(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g := newCollector(t, Options{Store: st, MergeGap: -1})
 	g.Start("t", 0, 0)
 	w := writeRegions(g, "t", 0, []uint64{1, 2}, 10, 3)
 	require.NoError(t, g.Checkpoint(bg))
@@ -300,12 +300,12 @@ func TestPutFailureIsRetried(t *testing.T) {
 		return nil
 	}
 	require.ErrorIs(t, g.Checkpoint(bg), errInjected)
-	require.Equal(t, 1.0, metricValue(g.m.ckErrors))
+	require.Equal(t, 1.0, metricValue(g.m.checkpointErrors))
 	fail = false
 	w = writeRegions(g, "t", w, []uint64{4}, 1, 3)
 	require.NoError(t, g.Checkpoint(bg))
 	require.NoError(t, g.Close(bg))
-	g2 := newGlobal(t, Options{Store: st, MergeGap: -1})
+	g2 := newCollector(t, Options{Store: st, MergeGap: -1})
 	for id := uint64(1); id <= 4; id++ {
 		require.Equal(t, planOf(g, "t", id, w), planOf(g2, "t", id, w), "region %d", id)
 	}
@@ -316,7 +316,7 @@ func TestDirStoreCrashKeepsPreviousCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	ds, err := newDirStore(dir)
 	require.NoError(t, err)
-	g := newGlobal(t, Options{Store: ds, MergeGap: -1})
+	g := newCollector(t, Options{Store: ds, MergeGap: -1})
 	g.Start("t", 0, 0)
 	w := writeRegions(g, "t", 0, []uint64{1, 2}, 10, 10)
 	require.NoError(t, g.Checkpoint(bg))
@@ -339,8 +339,8 @@ func TestDirStoreCrashKeepsPreviousCheckpoint(t *testing.T) {
 	// Stop without Close (a crash).
 
 	// Reading the directory as it is already ignores the temporary files.
-	ds2 := &dirStore{dir: dir}
-	g2 := newGlobal(t, Options{Store: ds2, MergeGap: -1})
+	ds2 := &dirStore{dir: dir, fs: osFS{}}
+	g2 := newCollector(t, Options{Store: ds2, MergeGap: -1})
 	g2.Start("t", 0, w+100)
 	require.Equal(t, append(want, Range{w, w + 100, true}), planOf(g2, "t", 1, w+100))
 	require.Equal(t, 0.0, metricValue(g2.m.loadFailures))
@@ -353,7 +353,7 @@ func TestDirStoreCrashKeepsPreviousCheckpoint(t *testing.T) {
 	for _, e := range ents {
 		require.False(t, strings.HasPrefix(e.Name(), tempPrefix), e.Name())
 	}
-	g3 := newGlobal(t, Options{Store: ds3, MergeGap: -1})
+	g3 := newCollector(t, Options{Store: ds3, MergeGap: -1})
 	g3.Start("t", 0, w+100)
 	require.Equal(t, append(want, Range{w, w + 100, true}), planOf(g3, "t", 1, w+100))
 }
@@ -365,7 +365,7 @@ func TestTornFinalFileKeepsPreviousState(t *testing.T) {
 	dir := t.TempDir()
 	ds, err := NewDirStore(dir)
 	require.NoError(t, err)
-	g := newGlobal(t, Options{Store: ds, MergeGap: -1})
+	g := newCollector(t, Options{Store: ds, MergeGap: -1})
 	g.Start("t", 0, 0)
 	w1 := writeRegions(g, "t", 0, []uint64{1, 2}, 10, 10)
 	require.NoError(t, g.Checkpoint(bg))
@@ -375,7 +375,7 @@ func TestTornFinalFileKeepsPreviousState(t *testing.T) {
 	b, err := os.ReadFile(name)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(name, b[:len(b)-2], 0o644))
-	g2 := newGlobal(t, Options{Store: ds, MergeGap: -1})
+	g2 := newCollector(t, Options{Store: ds, MergeGap: -1})
 	g2.Start("t", 0, w2)
 	_, w := span2(g2.topic("t", false))
 	require.Equal(t, w1, w)
@@ -385,7 +385,7 @@ func TestTornFinalFileKeepsPreviousState(t *testing.T) {
 func TestDropDeletesMemoryAndFiles(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st})
+	g := newCollector(t, Options{Store: st})
 	g.Start("t", 0, 0)
 	g.Start("u", 0, 0)
 	writeRegions(g, "t", 0, []uint64{1}, 10, 10)
@@ -402,7 +402,7 @@ func TestDropDeletesMemoryAndFiles(t *testing.T) {
 	require.Contains(t, st.names(), fileName("t", 1, kindBase))
 	// Dropping a topic only on the store.
 	require.NoError(t, g.Close(bg))
-	g2 := newGlobal(t, Options{Store: st})
+	g2 := newCollector(t, Options{Store: st})
 	require.NoError(t, g2.Drop(bg, "u"))
 	require.Equal(t, []string{fileName("t", 1, kindBase)}, st.names())
 }
@@ -410,13 +410,13 @@ func TestDropDeletesMemoryAndFiles(t *testing.T) {
 func TestReadOnlyNeverWrites(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st})
+	g := newCollector(t, Options{Store: st})
 	g.Start("t", 0, 0)
 	w := writeRegions(g, "t", 0, []uint64{1, 2}, 10, 10)
 	require.NoError(t, g.Close(bg))
 	puts := st.puts
 
-	ro := newGlobal(t, Options{Store: st, ReadOnly: true, CheckpointInterval: time.Millisecond})
+	ro := newCollector(t, Options{Store: st, ReadOnly: true, CheckpointInterval: time.Millisecond})
 	require.Equal(t, planOf(g, "t", 2, w), planOf(ro, "t", 2, w))
 	ro.Observe("t", []Run{reg(1, w, 10)})
 	require.NoError(t, ro.Checkpoint(bg))
@@ -461,7 +461,7 @@ func (s *listFailStore) List(ctx context.Context, prefix string) ([]string, erro
 func TestListFailureAtLoad(t *testing.T) {
 	t.Parallel()
 	ms := newMemStore()
-	g := newGlobal(t, Options{Store: ms})
+	g := newCollector(t, Options{Store: ms})
 	g.Start("t", 0, 0)
 	writeRegions(g, "t", 0, []uint64{1}, 3, 10)
 	require.NoError(t, g.Checkpoint(bg))
@@ -470,7 +470,7 @@ func TestListFailureAtLoad(t *testing.T) {
 	require.Len(t, ms.names(), 2)
 
 	st := &listFailStore{memStore: ms, failList: true}
-	g2 := newGlobal(t, Options{Store: st})
+	g2 := newCollector(t, Options{Store: st})
 	require.Equal(t, 1.0, metricValue(g2.m.loadFailures.WithLabelValues(reasonIO)))
 	g2.Start("t", 0, 100)
 	g2.Observe("t", []Run{reg(2, 100, 5)})
@@ -508,7 +508,7 @@ func TestFileNames(t *testing.T) {
 func TestManyTopicsConcurrently(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st})
+	g := newCollector(t, Options{Store: st})
 	done := make(chan error)
 	for i := range 8 {
 		go func() {
@@ -537,7 +537,7 @@ func TestManyTopicsConcurrently(t *testing.T) {
 func TestLoadStopsAtADeltaOfAnotherChain(t *testing.T) {
 	t.Parallel()
 	st := newMemStore()
-	g := newGlobal(t, Options{Store: st})
+	g := newCollector(t, Options{Store: st})
 	g.Start("t", 0, 0)
 	writeRegions(g, "t", 0, []uint64{1}, 10, 10)
 	require.NoError(t, g.Checkpoint(bg))
@@ -547,7 +547,7 @@ func TestLoadStopsAtADeltaOfAnotherChain(t *testing.T) {
 	// Replace the base by a valid base of another history (W=50): delta 2
 	// starts at 100 and does not continue it.
 	other := newMemStore()
-	g2 := newGlobal(t, Options{Store: other})
+	g2 := newCollector(t, Options{Store: other})
 	g2.Start("t", 0, 0)
 	writeRegions(g2, "t", 0, []uint64{2}, 5, 10)
 	require.NoError(t, g2.Checkpoint(bg))
@@ -555,7 +555,7 @@ func TestLoadStopsAtADeltaOfAnotherChain(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.Put(bg, fileName("t", 1, kindBase), data))
 
-	g3 := newGlobal(t, Options{Store: st})
+	g3 := newCollector(t, Options{Store: st})
 	require.Equal(t, 1.0, metricValue(g3.m.loadFailures.WithLabelValues(reasonCorrupt)))
 	_, w := span2(g3.topic("t", false))
 	require.Equal(t, int64(50), w)

@@ -9,14 +9,18 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
-// Global is the index of every topic of one node: a Collector.
+// Collector is the index of every topic of one node: it collects the runs
+// that appends and reads report and answers read plans. All methods are
+// safe for concurrent use.
 //
-// It holds one index per topic, created on first use. The Global's own lock
+// It holds one index per topic, created on first use. The Collector's own lock
 // guards only the map of topics; each topic has its own locks, so that work
 // on one topic (observing, planning, checkpointing) never waits for another.
-type Global struct {
+type Collector struct {
 	opts Options
 	log  *slog.Logger
 	m    *metrics
@@ -33,22 +37,20 @@ type Global struct {
 	done     chan struct{}
 }
 
-var _ Collector = (*Global)(nil)
-
-// New returns a Global, loading every topic found in opts.Store. Files
+// New returns a Collector, loading every topic found in opts.Store. Files
 // that cannot be used (missing, truncated, corrupt, of a newer version, or
 // unreadable) are logged and counted in kwal_index_load_failures_total; the
 // topic then keeps the last consistent state its files give, or no coverage
 // (reads of it scan): New returns an error only for invalid options or a
 // failed metrics registration.
-func New(opts Options) (*Global, error) {
+func New(opts Options) (*Collector, error) {
 	return Open(context.Background(), opts)
 }
 
 // Open is New with ctx bounding the load (an object-store index may be
 // slow or hang): when ctx ends before every topic's files are read, Open
-// returns an error matching ctx's, and no Global.
-func Open(ctx context.Context, opts Options) (*Global, error) {
+// returns an error matching ctx's, and no Collector.
+func Open(ctx context.Context, opts Options) (*Collector, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -57,7 +59,7 @@ func Open(ctx context.Context, opts Options) (*Global, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Global{
+	g := &Collector{
 		opts:   opts,
 		log:    opts.Logger,
 		m:      m,
@@ -79,7 +81,7 @@ func Open(ctx context.Context, opts Options) (*Global, error) {
 }
 
 // load reads every topic's files from the store.
-func (g *Global) load(ctx context.Context) {
+func (g *Collector) load(ctx context.Context) {
 	names, err := g.opts.Store.List(ctx, "")
 	if err != nil && ctx.Err() != nil {
 		return // Open fails
@@ -90,33 +92,33 @@ func (g *Global) load(ctx context.Context) {
 		g.m.loadFailures.WithLabelValues(reasonIO).Inc()
 		return
 	}
-	byTopic := make(map[string][]ckFile)
+	byTopic := make(map[string][]storedFile)
 	for _, n := range names {
 		topic, seq, kind, ok := parseFileName(n)
 		if !ok {
 			g.log.Debug("index: ignoring a file that is not a checkpoint", "name", n)
 			continue
 		}
-		byTopic[topic] = append(byTopic[topic], ckFile{name: n, seq: seq, kind: kind})
+		byTopic[topic] = append(byTopic[topic], storedFile{name: n, seq: seq, kind: kind})
 	}
 	// Topics load in parallel: on an object store each file is a round trip.
 	names = slices.Sorted(maps.Keys(byTopic))
 	topics := make([]*topic, len(names))
-	sem := make(chan struct{}, loadParallelism)
-	var wg sync.WaitGroup
+	var eg errgroup.Group
+	eg.SetLimit(loadParallelism)
 	for i, name := range names {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return
+		if ctx.Err() != nil {
+			break // Open fails
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		eg.Go(func() error {
 			topics[i] = g.loadTopic(ctx, name, byTopic[name])
+			return nil // a topic's unusable files are logged, not fatal
 		})
 	}
-	wg.Wait()
+	_ = eg.Wait() // every Go returns nil
+	if ctx.Err() != nil {
+		return
+	}
 	for i, t := range topics {
 		g.topics[names[i]] = t
 	}
@@ -125,7 +127,7 @@ func (g *Global) load(ctx context.Context) {
 // loadParallelism is the number of topics New loads at once.
 const loadParallelism = 8
 
-func (g *Global) loadTopic(ctx context.Context, name string, files []ckFile) *topic {
+func (g *Collector) loadTopic(ctx context.Context, name string, files []storedFile) *topic {
 	t := newTopic(name, g.log, g.m)
 	failures := t.load(ctx, g.opts.Store, files)
 	if ctx.Err() != nil {
@@ -147,7 +149,7 @@ func (g *Global) loadTopic(ctx context.Context, name string, files []ckFile) *to
 // checkpointLoop is the background checkpoint goroutine. Close stops it:
 // it closes stop, cancels ctx (a checkpoint in flight gives up; Close writes
 // the final one) and waits for done.
-func (g *Global) checkpointLoop(ctx context.Context, every time.Duration) {
+func (g *Collector) checkpointLoop(ctx context.Context, every time.Duration) {
 	defer close(g.done)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -164,7 +166,7 @@ func (g *Global) checkpointLoop(ctx context.Context, every time.Duration) {
 }
 
 // topic returns the topic's index, creating it when create is set.
-func (g *Global) topic(name string, create bool) *topic {
+func (g *Collector) topic(name string, create bool) *topic {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := g.topics[name]
@@ -175,14 +177,21 @@ func (g *Global) topic(name string, create bool) *topic {
 	return t
 }
 
-func (g *Global) topicList() []*topic {
+func (g *Collector) topicList() []*topic {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Collect(maps.Values(g.topics))
 }
 
-// Start implements Collector.
-func (g *Global) Start(topic string, logStart, end int64) {
+// Start tells the collector that the topic's log currently ends at offset
+// end (the high watermark) and begins at logStart. A topic the collector has
+// no coverage for starts its accounted span at end (the history before it
+// is unaccounted, so reads scan it). A watermark above end means the topic
+// was recreated or truncated: the coverage is discarded. So end must not be
+// older than any run already observed: the store calls Start when it opens
+// the topic's producer (before any acknowledgement), and from reads only
+// while the topic has no producer.
+func (g *Collector) Start(topic string, logStart, end int64) {
 	g.topic(topic, true).start(logStart, end)
 }
 
@@ -191,7 +200,7 @@ func (g *Global) Start(topic string, logStart, end int64) {
 // start C rises to it, dropping the offsets below. Unlike Start it needs no
 // log end, so it is safe while the topic has a producer whose
 // acknowledgements may be newer than any end the caller knows.
-func (g *Global) LogStarts(topic string, logStart int64) {
+func (g *Collector) LogStarts(topic string, logStart int64) {
 	t := g.topic(topic, false)
 	if t == nil {
 		return
@@ -205,22 +214,27 @@ func (g *Global) LogStarts(topic string, logStart int64) {
 	}
 }
 
-// Observe implements Collector.
-func (g *Global) Observe(topic string, runs []Run) {
+// Observe records runs learned from acknowledged appends or from records
+// decoded while reading. Runs may arrive out of order and may repeat; the
+// accounted span [C, W) only grows through offsets that are known, never
+// past a gap.
+func (g *Collector) Observe(topic string, runs []Run) {
 	if len(runs) == 0 {
 		return
 	}
 	g.topic(topic, true).observe(runs)
 }
 
-// Obsolete implements Collector.
-func (g *Global) Obsolete(topic string, region uint64, before int64) {
+// Obsolete records that region no longer needs its records at offsets
+// < before; the index may drop them.
+func (g *Collector) Obsolete(topic string, region uint64, before int64) {
 	g.topic(topic, true).obsolete(region, before)
 }
 
-// Plan implements Collector. For a topic the index does not know, the plan
-// is one Scan range [min(from), end).
-func (g *Global) Plan(topic string, from map[uint64]int64, end int64) Plan {
+// Plan returns the ranges to fetch to replay the given regions, each from
+// its own start offset, up to end (exclusive). For a topic the index does
+// not know, the plan is one Scan range [min(from), end).
+func (g *Collector) Plan(topic string, from map[uint64]int64, end int64) Plan {
 	if t := g.topic(topic, false); t != nil {
 		return t.plan(from, end, g.opts.MergeGap)
 	}
@@ -231,9 +245,9 @@ func (g *Global) Plan(topic string, from map[uint64]int64, end int64) Plan {
 	return Plan{Ranges: []Range{{Start: lo, End: end, Scan: true}}}
 }
 
-// Drop implements Collector: it forgets the topic and deletes its files
-// (with ReadOnly, only forgets it).
-func (g *Global) Drop(ctx context.Context, topic string) error {
+// Drop forgets the topic (it was deleted) in memory and deletes its files
+// from the Store (with ReadOnly, only forgets it).
+func (g *Collector) Drop(ctx context.Context, topic string) error {
 	g.mu.Lock()
 	closed := g.closed
 	t := g.topics[topic]
@@ -244,8 +258,8 @@ func (g *Global) Drop(ctx context.Context, topic string) error {
 	if t != nil {
 		// Wait for a checkpoint of the topic in flight, and keep any other
 		// from starting: the object stays marked dropped.
-		t.ckMu.Lock()
-		defer t.ckMu.Unlock()
+		t.persistMu.Lock()
+		defer t.persistMu.Unlock()
 		t.mu.Lock()
 		t.dropped = true
 		t.resetLocked()
@@ -281,10 +295,10 @@ func deleteTopicFiles(ctx context.Context, st Store, topic string) error {
 	return errors.Join(errs...)
 }
 
-// Checkpoint implements Collector: it writes one file for each topic
-// changed since its last checkpoint (see the package comment for what a
+// Checkpoint persists every topic changed since its last checkpoint, one
+// file per topic (see the package comment for what a
 // checkpoint costs). Without a Store, or with ReadOnly, it does nothing.
-func (g *Global) Checkpoint(ctx context.Context) error {
+func (g *Collector) Checkpoint(ctx context.Context) error {
 	g.mu.Lock()
 	closed := g.closed
 	g.mu.Unlock()
@@ -295,11 +309,11 @@ func (g *Global) Checkpoint(ctx context.Context) error {
 	return err
 }
 
-// Close implements Collector: it stops the background checkpoint goroutine,
-// then writes a final checkpoint. Later calls of Close return nil, of
+// Close stops the background checkpoint goroutine, then writes a final
+// checkpoint. Later calls of Close return nil, of
 // Checkpoint and Drop ErrClosed; Start, Observe, Obsolete and Plan go on
 // working in memory.
-func (g *Global) Close(ctx context.Context) error {
+func (g *Collector) Close(ctx context.Context) error {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()

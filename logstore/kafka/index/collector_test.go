@@ -14,7 +14,7 @@ func foreign(start, count int64) Run        { return Run{Start: start, Count: co
 
 func TestObserveAdvancesThroughKnownOffsetsOnly(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Start("t", 0, 0)
 	g.Observe("t", []Run{reg(1, 0, 10), reg(2, 10, 5), foreign(15, 5)})
 	tp := g.topic("t", false)
@@ -37,7 +37,7 @@ func TestObserveAdvancesThroughKnownOffsetsOnly(t *testing.T) {
 
 func TestObserveBeforeStartWaits(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Observe("t", []Run{reg(1, 90, 20), reg(2, 110, 5), foreign(200, 1)})
 	g.Start("t", 0, 100)
 	require.Equal(t, []span{{100, 110}}, regionRuns(g, "t", 1))
@@ -48,7 +48,7 @@ func TestObserveBeforeStartWaits(t *testing.T) {
 
 func TestObserveIgnoresInvalidRuns(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Start("t", 0, 0)
 	g.Observe("t", []Run{{Start: -1, Count: 5}, {Start: 0, Count: 0}, {Start: 1 << 62, Count: 1 << 62}, reg(1, 0, 2)})
 	require.Equal(t, []span{{0, 2}}, regionRuns(g, "t", 1))
@@ -57,7 +57,7 @@ func TestObserveIgnoresInvalidRuns(t *testing.T) {
 
 func TestStart(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Start("t", 0, 50)
 	tp := g.topic("t", false)
 	c, w := span2(tp)
@@ -94,7 +94,7 @@ func TestStart(t *testing.T) {
 
 func TestPlan(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{MergeGap: 5})
+	g := newCollector(t, Options{MergeGap: 5})
 	g.Start("t", 0, 100)
 	// Region 1 at [100,110) [130,140) [143,150), region 2 between.
 	g.Observe("t", []Run{
@@ -139,13 +139,13 @@ func TestPlanMergeGap(t *testing.T) {
 		{3, []Range{{0, 8, false}}},
 		{0, []Range{{0, 8, false}}}, // the default
 	} {
-		g := newGlobal(t, Options{MergeGap: c.gap})
+		g := newCollector(t, Options{MergeGap: c.gap})
 		g.Start("t", 0, 0)
 		g.Observe("t", runs)
 		require.Equal(t, c.want, g.Plan("t", map[uint64]int64{1: 0}, 108).Ranges, "gap %d", c.gap)
 	}
 	// A scan near an indexed range absorbs it.
-	g := newGlobal(t, Options{MergeGap: 4})
+	g := newCollector(t, Options{MergeGap: 4})
 	g.Start("t", 0, 0)
 	g.Observe("t", []Run{reg(1, 0, 1), foreign(1, 10), reg(1, 11, 1), foreign(12, 2)})
 	require.Equal(t, []Range{{0, 1, false}, {11, 20, true}}, g.Plan("t", map[uint64]int64{1: 0}, 20).Ranges)
@@ -153,7 +153,7 @@ func TestPlanMergeGap(t *testing.T) {
 
 func TestObsoleteMakesTheDroppedPartScan(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{MergeGap: -1})
+	g := newCollector(t, Options{MergeGap: -1})
 	g.Start("t", 0, 0)
 	g.Observe("t", []Run{reg(1, 0, 10), reg(2, 10, 90), reg(1, 100, 10), reg(2, 110, 90), reg(1, 200, 10)})
 	g.Obsolete("t", 1, 150)
@@ -174,7 +174,7 @@ func TestObsoleteMakesTheDroppedPartScan(t *testing.T) {
 // still drop the region's records below them once the scan lowers C.
 func TestObsoleteBeforeARebuildingScan(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Start("t", 0, 100)
 	g.Obsolete("t", 1, 50)
 	g.ObserveScan("t", 0, 100, []Run{reg(1, 0, 60), foreign(60, 40)})
@@ -186,7 +186,7 @@ func TestObsoleteBeforeARebuildingScan(t *testing.T) {
 
 func TestPlanIdleRegionsCostsOnlyUnaccounted(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Start("t", 0, 1000)
 	for i := range int64(100) {
 		g.Observe("t", []Run{reg(uint64(i%7), 1000+i*10, 10)})
@@ -201,7 +201,7 @@ func TestPlanIdleRegionsCostsOnlyUnaccounted(t *testing.T) {
 
 func TestPendingOverflowDropsHighest(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.Start("t", 0, 0)
 	runs := make([]Run, 0, maxPendingRuns+10)
 	for i := range int64(maxPendingRuns + 10) {
@@ -222,11 +222,11 @@ func TestPendingOverflowDropsHighest(t *testing.T) {
 func TestMetricsRegistered(t *testing.T) {
 	t.Parallel()
 	r := prometheus.NewPedanticRegistry()
-	g := newGlobal(t, Options{Registerer: r})
+	g := newCollector(t, Options{Registerer: r})
 	g.Start("t", 0, 0)
 	g.Observe("t", []Run{reg(1, 0, 10)})
-	// A second Global on the same registerer shares the collectors.
-	g2 := newGlobal(t, Options{Registerer: r})
+	// A second Collector on the same registerer shares the collectors.
+	g2 := newCollector(t, Options{Registerer: r})
 	g2.Start("u", 0, 0)
 	g2.Observe("u", []Run{reg(1, 0, 5)})
 	require.Equal(t, 15.0, metricValue(g.m.entries))
@@ -291,7 +291,7 @@ func gatherCount(t *testing.T, g prometheus.Gatherer, names ...string) int {
 // end Start needs; it does nothing for a topic without coverage or below C.
 func TestLogStartsDropsDeletedOffsets(t *testing.T) {
 	t.Parallel()
-	g := newGlobal(t, Options{})
+	g := newCollector(t, Options{})
 	g.LogStarts("t", 5) // unknown topic
 	_, ok := g.Stats("t", false)
 	require.False(t, ok)

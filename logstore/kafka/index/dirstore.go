@@ -18,6 +18,7 @@ const tempPrefix = ".tmp-"
 // dirStore is the Store of NewDirStore: each blob a file in one directory.
 type dirStore struct {
 	dir      string
+	fs       fileSystem
 	readOnly bool // OpenDirStoreReadOnly: Put and Delete fail with ErrReadOnly
 	// beforeRenameForTesting, when set, runs after a temporary file is
 	// written and synced and before it is renamed; an error from it makes
@@ -44,25 +45,29 @@ func NewDirStore(dir string) (Store, error) {
 // inspecting another process's index (with Options.ReadOnly, which never
 // writes) without disturbing it.
 func OpenDirStoreReadOnly(dir string) Store {
-	return &dirStore{dir: dir, readOnly: true}
+	return &dirStore{dir: dir, fs: osFS{}, readOnly: true}
 }
 
 func newDirStore(dir string) (*dirStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return newDirStoreOn(osFS{}, dir)
+}
+
+func newDirStoreOn(fsys fileSystem, dir string) (*dirStore, error) {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("index: creating store directory: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("index: reading store directory: %w", err)
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), tempPrefix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("index: removing a stale temporary file: %w", err)
 			}
 		}
 	}
-	return &dirStore{dir: dir}, nil
+	return &dirStore{dir: dir, fs: fsys}, nil
 }
 
 func checkName(name string) error {
@@ -80,7 +85,7 @@ func (d *dirStore) Get(ctx context.Context, name string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(d.dir, name))
+	data, err := d.fs.ReadFile(filepath.Join(d.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotExist, name, err)
 	}
@@ -101,7 +106,7 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(d.dir, tempPrefix+name+"-*")
+	f, err := d.fs.CreateTemp(d.dir, tempPrefix+name+"-*")
 	if err != nil {
 		return fmt.Errorf("index: writing %s: %w", name, err)
 	}
@@ -109,7 +114,7 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 	keep := false // the temporary file was renamed, or a simulated crash leaves it
 	defer func() {
 		if !keep {
-			_ = os.Remove(tmp)
+			_ = d.fs.Remove(tmp)
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
@@ -129,7 +134,7 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 			return err
 		}
 	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, name)); err != nil {
+	if err := d.fs.Rename(tmp, filepath.Join(d.dir, name)); err != nil {
 		return fmt.Errorf("index: renaming %s: %w", name, err)
 	}
 	keep = true
@@ -137,7 +142,7 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 }
 
 func (d *dirStore) syncDir() error {
-	df, err := os.Open(d.dir)
+	df, err := d.fs.Open(d.dir)
 	if err != nil {
 		return fmt.Errorf("index: opening store directory: %w", err)
 	}
@@ -153,7 +158,7 @@ func (d *dirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(d.dir)
+	ents, err := d.fs.ReadDir(d.dir)
 	if d.readOnly && errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -182,7 +187,7 @@ func (d *dirStore) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := os.Remove(filepath.Join(d.dir, name))
+	err := d.fs.Remove(filepath.Join(d.dir, name))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("index: deleting %s: %w", name, err)
 	}
@@ -190,4 +195,51 @@ func (d *dirStore) Delete(ctx context.Context, name string) error {
 		return d.syncDir()
 	}
 	return nil
+}
+
+// fileSystem is what dirStore does to the disk: the os package (osFS), or
+// in tests a wrapper that fails chosen calls, so that every I/O failure
+// path is exercised.
+type fileSystem interface {
+	MkdirAll(dir string, perm fs.FileMode) error
+	ReadDir(dir string) ([]fs.DirEntry, error)
+	ReadFile(name string) ([]byte, error)
+	CreateTemp(dir, pattern string) (file, error)
+	Open(name string) (file, error)
+	Rename(from, to string) error
+	Remove(name string) error
+}
+
+// file is what dirStore does with an open file (a temporary file it
+// writes, or the directory it syncs); *os.File has it.
+type file interface {
+	Name() string
+	Write(p []byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+// osFS is the fileSystem of the os package.
+type osFS struct{}
+
+func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) ReadDir(dir string) ([]fs.DirEntry, error)   { return os.ReadDir(dir) }
+func (osFS) ReadFile(name string) ([]byte, error)        { return os.ReadFile(name) }
+func (osFS) Rename(from, to string) error                { return os.Rename(from, to) }
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+
+func (osFS) CreateTemp(dir, pattern string) (file, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return f, nil
+}
+
+func (osFS) Open(name string) (file, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }

@@ -1,6 +1,6 @@
 // Package index is kwal's region index: per topic, which Kafka offsets hold
 // which region's records, so that replaying one region fetches only its own
-// records. Global implements the Collector contract of index.go; a Store
+// records. Collector holds it for every topic of a node; a Store
 // (NewDirStore, or the blobstore sub-package over gocloud.dev/blob) keeps
 // its checkpoints.
 //
@@ -54,11 +54,11 @@
 //
 // # Locking
 //
-// Global.mu guards only the map of topics. Each topic has mu (an RWMutex:
-// Observe, Start and Obsolete write, Plan reads) and ckMu, which serialises
-// its checkpoints and Drop and guards its persistence state; ckMu is taken
-// before mu. A checkpoint holds mu only while it encodes the file; the store
-// write runs under ckMu alone.
+// Collector.mu guards only the map of topics. Each topic has mu (an
+// RWMutex: Observe, Start and Obsolete write, Plan reads) and persistMu,
+// which serialises its checkpoints and Drop and guards its persistence
+// state (persist); persistMu is taken before mu. A checkpoint holds mu only
+// while it encodes the file; the store write runs under persistMu alone.
 //
 // # Goroutines
 //
@@ -123,12 +123,25 @@
 //  7. A failed Put changes nothing in the chain: the changes it carried are
 //     handed back to the next checkpoint, which rewrites the same sequence
 //     number.
+//  8. A checkpoint is only worth what W reached. After a restart the loaded
+//     W may lie below the log's end (appends acknowledged after the last
+//     checkpoint, or other stores' records), and new appends are observed
+//     above that gap: they stay
+//     pending and W cannot move through offsets nobody reported. So the
+//     store scans [W, end) in the background when it opens the topic's
+//     producer (kafka/catchup.go) and reports it through ObserveScan, a
+//     complete scan: W moves up through the gap and the pending runs, and
+//     checkpoints persist the node's progress again without waiting for a
+//     read. Until the scan ends, a checkpoint is the old, still true, state
+//     (points 3-4): a crash meanwhile loses progress, never correctness.
+//     (Records another store writes while this one runs leave the same kind
+//     of gap; reads, Prune's catch-up and the next producer open close it.)
 //
 // # Limitations
 //
 // The index cannot tell a topic that was deleted and recreated, then
 // written past the old W while this node was down, from the old topic:
-// Drop the topic when it is deleted. One Global writes to a Store (or a
+// Drop the topic when it is deleted. One Collector writes to a Store (or a
 // prefix of a bucket); others may only read it (Options.ReadOnly). C moves
 // down only through a complete scan that reaches it (ObserveScan).
 //
@@ -198,29 +211,43 @@
 // without bound: a region that stops writing (dropped table, moved away)
 // pins everything after its last flush. Prune marks it is.
 //
-// Limits. Retention past every prune point deletes what no mark speaks
-// for: a read from below the start then fails with ErrPruned even for a
-// region that lost nothing (Prune before retention, or let retention lag
-// the prune interval; a DeleteRecords the service refuses still leaves the
-// mark, so retention up to the last Prune's point is vouched for). A read
-// from below the region's own Obsolete point fails once a prune passed it,
-// even if the region had no record there (the table keeps points, not
-// records). The table keeps every region that ever declared a point. A
-// prune racing a read can end the read with ErrPruned (the fetch's offset
-// went out of range); the read again is then proven by the new mark.
+// Retention past every prune point deletes what no mark speaks for. The
+// index is then the witness (HadNone, deleted.go): where it accounted for
+// the deleted offsets (a checkpoint loaded before the start rose, or what
+// it kept in memory of the span that C dropped when it rose) and holds no
+// run of the region there above its Obsolete point, the region had no
+// record there and the read succeeds. A prune racing a read is answered
+// by the same proof when the read's fetch finds its offset out of range:
+// the read goes on from the new start when none of its regions lost a
+// record it wanted, and fails with ErrPruned otherwise.
+//
+// Limits. Where neither a mark nor the index speaks for deleted offsets
+// (retention past every prune point on a node whose index never covered
+// them, or that restarted since: what C dropped is kept in memory only), a
+// read from below the start fails with ErrPruned even for a region that
+// lost nothing (Prune before retention, or let retention lag the prune
+// interval; a DeleteRecords the service refuses still leaves the mark, so
+// retention up to the last Prune's point is vouched for). A read from
+// below the region's own Obsolete point fails once a prune passed it, even
+// if the region had no record there (the table keeps points, not records).
+// The table keeps every region that ever declared a point.
 // Records that are not kwal's hold no entry and go once Prune has seen
-// them; a corrupt kwal record stops Prune (it may be any region's entry).
+// them; a corrupt kwal record stops every Prune (it may be any region's
+// entry; a scan that fails on it accounts for nothing from it on).
 //
 // # File map
 //
-//   - index.go: the Collector contract and its types.
-//   - collector.go: Global (topic map, background checkpoint, Close).
+//   - index.go: the types the store exchanges with the index (Run, Range,
+//     Plan).
+//   - collector.go: Collector (topic map, the calls the store makes,
+//     background checkpoint, Close).
 //   - options.go: Options and their defaults.
 //   - topic.go: one topic's accounted span, pending runs, Start, Observe,
 //     Obsolete.
 //   - runlist.go: the compact per-region offset set and the run encoding.
 //   - plan.go: read plans.
 //   - scan.go: ObserveScan, extending coverage from readers' scans.
+//   - deleted.go: what the index knew of deleted offsets; HadNone.
 //   - checkpoint.go: file names, base and delta checkpoints, loading.
 //   - format.go: the checkpoint byte layout, encoder and decoder.
 //   - store.go, dirstore.go: the Store interface and the directory Store

@@ -97,17 +97,6 @@ type regionRecord struct {
 	lo, hi int64
 }
 
-// entries returns the number of offsets the file's runs hold.
-func (f *checkpointFile) entries() int64 {
-	var n int64
-	for _, r := range f.Regions {
-		for _, s := range r.Runs {
-			n += s.end - s.start
-		}
-	}
-	return n
-}
-
 // appendFile encodes f after dst. f must be valid (as decodeFile would
 // return it); the encoder does not check.
 func appendFile(dst []byte, f *checkpointFile) []byte {

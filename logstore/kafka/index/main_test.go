@@ -89,8 +89,8 @@ func (s *memStore) size(prefix string) int {
 
 var errInjected = errors.New("injected failure")
 
-// newGlobal returns a Global over st closed at the end of the test.
-func newGlobal(tb testing.TB, opts Options) *Global {
+// newCollector returns a Collector over st closed at the end of the test.
+func newCollector(tb testing.TB, opts Options) *Collector {
 	tb.Helper()
 	g, err := New(opts)
 	if err != nil {
@@ -101,7 +101,7 @@ func newGlobal(tb testing.TB, opts Options) *Global {
 }
 
 // regionRuns returns the topic's runs of a region in [C, W).
-func regionRuns(g *Global, topic string, id uint64) []span {
+func regionRuns(g *Collector, topic string, id uint64) []span {
 	t := g.topic(topic, false)
 	if t == nil {
 		return nil

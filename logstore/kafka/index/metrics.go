@@ -7,19 +7,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the kwal_index_* collectors of a Global.
+// metrics are the kwal_index_* metrics of a Collector.
 type metrics struct {
-	entries         prometheus.Counter
-	runs            prometheus.Counter
-	invalidRuns     prometheus.Counter
-	pendingOverflow prometheus.Counter
-	ckBytes         *prometheus.CounterVec // by kind: base, delta
-	ckFiles         *prometheus.CounterVec // by kind
-	ckDuration      prometheus.Histogram
-	ckErrors        prometheus.Counter
-	loadFailures    *prometheus.CounterVec // by reason
-	discarded       *prometheus.CounterVec // by reason
-	watermark       *prometheus.GaugeVec   // by topic
+	entries            prometheus.Counter
+	runs               prometheus.Counter
+	invalidRuns        prometheus.Counter
+	pendingOverflow    prometheus.Counter
+	checkpointBytes    *prometheus.CounterVec // by kind: base, delta
+	checkpointFiles    *prometheus.CounterVec // by kind
+	checkpointDuration prometheus.Histogram
+	checkpointErrors   prometheus.Counter
+	loadFailures       *prometheus.CounterVec // by reason
+	discarded          *prometheus.CounterVec // by reason
+	watermark          *prometheus.GaugeVec   // by topic
 }
 
 // Load failure reasons (label values of kwal_index_load_failures_total).
@@ -63,20 +63,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kwal_index_pending_overflow_total",
 			Help: "Runs above a topic's watermark dropped because too many were waiting for a gap to fill.",
 		}),
-		ckBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		checkpointBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_index_checkpoint_bytes_total",
 			Help: "Bytes of checkpoint files written, by kind (base, delta).",
 		}, []string{"kind"}),
-		ckFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
+		checkpointFiles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_index_checkpoint_files_total",
 			Help: "Checkpoint files written, by kind (base, delta).",
 		}, []string{"kind"}),
-		ckDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		checkpointDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kwal_index_checkpoint_duration_seconds",
 			Help:    "Time to checkpoint every changed topic.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}),
-		ckErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		checkpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_index_checkpoint_errors_total",
 			Help: "Topic checkpoints that failed.",
 		}),
@@ -113,10 +113,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.runs = register(m.runs).(prometheus.Counter)
 	m.invalidRuns = register(m.invalidRuns).(prometheus.Counter)
 	m.pendingOverflow = register(m.pendingOverflow).(prometheus.Counter)
-	m.ckBytes = register(m.ckBytes).(*prometheus.CounterVec)
-	m.ckFiles = register(m.ckFiles).(*prometheus.CounterVec)
-	m.ckDuration = register(m.ckDuration).(prometheus.Histogram)
-	m.ckErrors = register(m.ckErrors).(prometheus.Counter)
+	m.checkpointBytes = register(m.checkpointBytes).(*prometheus.CounterVec)
+	m.checkpointFiles = register(m.checkpointFiles).(*prometheus.CounterVec)
+	m.checkpointDuration = register(m.checkpointDuration).(prometheus.Histogram)
+	m.checkpointErrors = register(m.checkpointErrors).(prometheus.Counter)
 	m.loadFailures = register(m.loadFailures).(*prometheus.CounterVec)
 	m.discarded = register(m.discarded).(*prometheus.CounterVec)
 	m.watermark = register(m.watermark).(*prometheus.GaugeVec)

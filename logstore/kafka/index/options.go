@@ -18,7 +18,7 @@ import (
 // many ranges, so fetching other regions' batches to save one rarely pays.
 const DefaultMergeGap = 8
 
-// Options configures a Global. The zero value is valid: memory only, the
+// Options configures a Collector. The zero value is valid: memory only, the
 // default merge gap, no background checkpoint, no logs, no metrics.
 type Options struct {
 	// Store persists checkpoints. Nil keeps the index in memory only; then
@@ -32,7 +32,7 @@ type Options struct {
 
 	// CheckpointInterval is the period of the background checkpoint. 0 (the
 	// default) starts no goroutine: the owner calls Checkpoint. The goroutine
-	// is owned by the Global and stopped by Close. Must not be negative.
+	// is owned by the Collector and stopped by Close. Must not be negative.
 	// Ignored without a Store or with ReadOnly.
 	CheckpointInterval time.Duration
 
@@ -46,8 +46,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Registerer registers the kwal_index_* metrics. Nil registers none.
-	// Collectors already registered by another Global on the same
-	// Registerer are shared.
+	// Prometheus collectors already registered by another Collector on the
+	// same Registerer are shared.
 	Registerer prometheus.Registerer
 }
 

@@ -201,16 +201,6 @@ func (l *runList) dropBelow(x int64) {
 	}
 }
 
-// memBytes estimates the heap bytes the list holds.
-func (l *runList) memBytes() int {
-	const chunkHeader = 8 + 8 + 8 + 8 + 24
-	n := 0
-	for _, c := range l.chunks {
-		n += cap(c.data)
-	}
-	return n + cap(l.chunks)*chunkHeader
-}
-
 // ---- run records --------------------------------------------------------
 
 // appendRunRec encodes one run as the checkpoint format and runList chunks

@@ -13,7 +13,7 @@ import "math"
 // This is how an index that was not persisted (or is older than the log)
 // is rebuilt by the first replay instead of every replay scanning again
 // (GreptimeDB #6594).
-func (g *Global) ObserveScan(topic string, start, end int64, runs []Run) {
+func (g *Collector) ObserveScan(topic string, start, end int64, runs []Run) {
 	if start >= end {
 		return
 	}

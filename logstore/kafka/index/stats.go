@@ -37,7 +37,7 @@ type RegionStats struct {
 
 // Topics returns the topics the index knows, sorted: every topic found in
 // the Store at New, and every one seen since.
-func (g *Global) Topics() []string {
+func (g *Collector) Topics() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]string, 0, len(g.topics))
@@ -50,7 +50,7 @@ func (g *Global) Topics() []string {
 
 // Stats describes the topic's index; with regions set it also describes
 // each region. It reports false for a topic the index does not know.
-func (g *Global) Stats(topic string, regions bool) (TopicStats, bool) {
+func (g *Collector) Stats(topic string, regions bool) (TopicStats, bool) {
 	t := g.topic(topic, false)
 	if t == nil {
 		return TopicStats{}, false
@@ -60,15 +60,15 @@ func (g *Global) Stats(topic string, regions bool) (TopicStats, bool) {
 
 // describe is Stats for this topic.
 func (t *topic) describe(regions bool) TopicStats {
-	t.ckMu.Lock()
+	t.persistMu.Lock()
 	ts := TopicStats{
 		Topic:       t.name,
-		Files:       len(t.ck.files),
-		Deltas:      t.ck.deltas,
-		LastSeq:     t.ck.lastSeq,
-		StoredBytes: t.ck.baseBytes + t.ck.deltaBytes,
+		Files:       len(t.persist.files),
+		Deltas:      t.persist.deltas,
+		LastSeq:     t.persist.lastSeq,
+		StoredBytes: t.persist.baseBytes + t.persist.deltaBytes,
 	}
-	t.ckMu.Unlock()
+	t.persistMu.Unlock()
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	ts.Covered, ts.C, ts.W, ts.PendingRuns = t.covered, t.c, t.w, len(t.pending)

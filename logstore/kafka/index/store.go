@@ -6,8 +6,8 @@ import "context"
 // they contain no '/' and never begin with '.'. The index writes each name
 // through Put and never appends to a blob.
 //
-// One Global writes to a Store (or to a prefix of a shared bucket); other
-// processes may read it, for example with a Global opened with
+// One Collector writes to a Store (or to a prefix of a shared bucket); other
+// processes may read it, for example with a Collector opened with
 // Options.ReadOnly while a region moves between nodes.
 //
 // All methods must be safe for concurrent use.

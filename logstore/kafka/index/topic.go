@@ -24,16 +24,16 @@ type region struct {
 	dropped int64
 }
 
-// topic is the index of one topic. Lock order: ckMu before mu.
+// topic is the index of one topic. Lock order: persistMu before mu.
 type topic struct {
 	name string
 	log  *slog.Logger
 	m    *metrics
 	wm   prometheus.Gauge // the kwal_index_watermark gauge of this topic
 
-	// ckMu serialises checkpoints and Drop of this topic; it guards ck.
-	ckMu sync.Mutex
-	ck   ckState
+	// persistMu serialises checkpoints and Drop of this topic; it guards persist.
+	persistMu sync.Mutex
+	persist   persistState
 
 	mu sync.RWMutex
 	// covered is false until the topic has an accounted span (Start, or a
@@ -53,8 +53,11 @@ type topic struct {
 	// needBase forces the next checkpoint to write a base (coverage was
 	// discarded, or the files on the store do not form a clean chain).
 	needBase bool
-	// dropped is set by Drop: the object is no longer in the Global's map.
+	// dropped is set by Drop: the object is no longer in the Collector's map.
 	dropped bool
+	// deleted is what the index knew of offsets below C that left the log
+	// (deleted.go); nil when it knew of none.
+	deleted *deletedSpan
 }
 
 func newTopic(name string, log *slog.Logger, m *metrics) *topic {
@@ -107,6 +110,7 @@ func (t *topic) resetLocked() {
 	t.covered = false
 	t.c, t.w = 0, 0
 	t.pending = nil
+	t.deleted = nil
 	clear(t.regions)
 	clear(t.dirty)
 }
@@ -117,6 +121,7 @@ func (t *topic) raiseCLocked(x int64) {
 	if x <= t.c {
 		return
 	}
+	t.noteDeletedLocked(x)
 	t.c = x
 	if x > t.w {
 		t.w = x

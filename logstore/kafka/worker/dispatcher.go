@@ -49,8 +49,8 @@ type part struct {
 
 func newDispatcher(l *Lanes) *dispatcher {
 	d := &dispatcher{l: l}
-	for i, c := range l.opts.Clients {
-		d.free = append(d.free, &lane{id: i, client: c})
+	for _, c := range l.opts.Clients {
+		d.free = append(d.free, &lane{client: c})
 	}
 	return d
 }

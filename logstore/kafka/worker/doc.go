@@ -62,10 +62,14 @@
 // topic) every dispatch carries one group, so all lanes are used, as before.
 //
 // One group is one batch: nothing leaves a lane's client before its Flush,
-// so a group's records are buffered whole and drained into one batch (or
-// several consecutive ones for a group over MaxBatchBytes) of one request;
-// no other lane's batch can land between them. (Before, a 5 ms producer
-// linger gave the same guarantee and added 5 ms to every request.)
+// so a group's records are buffered whole and drained into one batch of
+// one request, which no other lane's records can enter. A group over
+// MaxBatchBytes is several batches, and since Kafka takes one batch per
+// partition per request they leave in successive requests: another lane's
+// batch of the topic may land between them (the tests' fake client does
+// this), and a later one may fail after an earlier one was written. Each
+// batch is still one group's, in order. (Before, a 5 ms producer linger
+// gave the same guarantee and added 5 ms to every request.)
 //
 // # Ordering
 //

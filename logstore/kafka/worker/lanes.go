@@ -58,7 +58,6 @@ type Lanes struct {
 }
 
 type lane struct {
-	id     int
 	client Client
 }
 

@@ -1,0 +1,104 @@
+package kafka
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// clientMetrics are the franz-go clients' own metrics, exported with
+// kwal's through franz-go's plugin/kprom: connections opened, failed and
+// closed, bytes written and read, write and read errors, request latency
+// (write to response, a histogram), and produced and fetched batches,
+// records and bytes, per broker, as kwal_client_*{role, node_id}. One
+// kprom.Metrics per client role: lane (the produce lanes, which also
+// serve reads' fetches), mark (the mark writer), admin (metadata, admin
+// requests, reads' fetches).
+type clientMetrics struct {
+	lane, mark, admin *clientRole
+}
+
+func newClientMetrics() clientMetrics {
+	return clientMetrics{lane: newClientRole("lane"), mark: newClientRole("mark"), admin: newClientRole("admin")}
+}
+
+func (c clientMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.lane, c.mark, c.admin}
+}
+
+// clientRole is one role's kprom.Metrics, a kgo hook for every client of
+// the role (kgo.WithHooks) and a prometheus.Collector the store registers
+// once its clients exist.
+//
+// kprom is made for one client per Metrics: its OnNewClient creates the
+// collectors and binds its buffered_* gauges to that client. clientRole
+// lets it create them at the role's first client only, so that the role's
+// clients add to one set of series, and leaves the buffered_* gauges out
+// (they would describe one lane of many; kwal_queued_bytes and
+// kwal_store_queued_bytes say what the write path holds).
+type clientRole struct {
+	*kprom.Metrics
+	once sync.Once
+	skip map[*prometheus.Desc]bool // the buffered_* gauges
+}
+
+func newClientRole(role string) *clientRole {
+	return &clientRole{Metrics: kprom.NewMetrics("kwal",
+		kprom.Registry(nil), // the store registers the role itself
+		kprom.Subsystem("client"),
+		kprom.WithStaticLabel(prometheus.Labels{"role": role}),
+		kprom.Histograms(kprom.RequestDurationE2E),
+		// Per broker, not per topic: kwal's own metrics count per
+		// namespace, and a series per topic per role would be many.
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.Batches, kprom.Records, kprom.UncompressedBytes, kprom.CompressedBytes, kprom.ConsistentNaming),
+	)}
+}
+
+// OnNewClient implements kgo.HookNewClient: the role's first client
+// creates the collectors; later clients share them.
+func (r *clientRole) OnNewClient(cl *kgo.Client) {
+	r.once.Do(func() {
+		r.Metrics.OnNewClient(cl)
+		descs := make(chan *prometheus.Desc, 64) // kprom has 25
+		r.Metrics.Describe(descs)
+		close(descs)
+		r.skip = make(map[*prometheus.Desc]bool)
+		for d := range descs {
+			// A Desc shows its name only through String.
+			if strings.Contains(d.String(), `fqName: "kwal_client_buffered_`) {
+				r.skip[d] = true
+			}
+		}
+	})
+}
+
+// Describe implements prometheus.Collector.
+func (r *clientRole) Describe(ch chan<- *prometheus.Desc) {
+	// Before the first client, no collector exists yet: the store
+	// registers a role only after creating its clients.
+	descs := make(chan *prometheus.Desc, 64)
+	r.Metrics.Describe(descs)
+	close(descs)
+	for d := range descs {
+		if !r.skip[d] {
+			ch <- d
+		}
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (r *clientRole) Collect(ch chan<- prometheus.Metric) {
+	ms := make(chan prometheus.Metric)
+	go func() {
+		defer close(ms)
+		r.Metrics.Collect(ms)
+	}()
+	for m := range ms {
+		if !r.skip[m.Desc()] {
+			ch <- m
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// retryEvery calls attempt (n = 0, 1, ...) until it reports done, pausing
+// every between attempts. attempt returns done with its final result (nil
+// or an error that retrying cannot cure), or not done with the retriable
+// cause. When ctx ends before the next attempt, retryEvery returns ended
+// and ctx's error naming the last cause; errors.Is matches both.
+//
+// It is the store's one retry loop: waiting for a new topic's leader,
+// listing offsets and fetching all pace their attempts with RetryBackoff
+// through it. franz-go retries the requests it issues itself; these are
+// the loops around whole calls whose retriable failures it hands back.
+func retryEvery(ctx context.Context, every time.Duration, attempt func(n int) (done bool, err error)) (ended bool, err error) {
+	for n := 0; ; n++ {
+		done, cause := attempt(n)
+		if done {
+			return false, cause
+		}
+		if ctx.Err() == nil {
+			t := time.NewTimer(every)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		if cause == nil {
+			return true, ctx.Err()
+		}
+		return true, fmt.Errorf("%w (last error: %w)", ctx.Err(), cause)
+	}
+}
