@@ -19,6 +19,7 @@ type matrixOpts struct {
 	duration time.Duration
 	latency  time.Duration
 	layouts  []string
+	profDir  string
 }
 
 func (m *matrixOpts) register(a *app, f *pflag.FlagSet) {
@@ -30,6 +31,7 @@ func (m *matrixOpts) register(a *app, f *pflag.FlagSet) {
 	a.boundDuration(f, "matrix-warmup", 0, time.Hour, "every layout warms up each producer this long")
 	a.boundDuration(f, "matrix-duration", time.Millisecond, time.Hour, "every layout measures each producer this long")
 	a.boundDuration(f, "matrix-latency", 0, time.Second, "a latency proxy holds every byte in flight for this long")
+	f.StringVar(&m.profDir, "matrix-cpuprofile", "", "keep each measured window's CPU profile in this directory (pprof, samples labeled kwal_bench=kwal|raw|broker|net)")
 	f.StringSliceVar(&m.layouts, "matrix-layouts", nil, "layouts to run instead of all, as REGIONS/TOPICS/WRITERS (e.g. 64/64/64,256/16/64)")
 }
 
@@ -67,7 +69,10 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	if err != nil {
 		return err
 	}
-	s, err := a.startSession()
+	// The embedded broker starts under its own label, so that the matrix
+	// can tell its CPU from the clients'.
+	var s *session
+	bench.WithLabel(ctx, bench.LabelBroker, func(context.Context) { s, err = a.startSession() })
 	if err != nil {
 		return err
 	}
@@ -77,7 +82,7 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	mo := bench.MatrixOptions{
 		Config: cfg, Raw: bench.RawOptions{MaxBatchBytes: o.batchBytes, Compression: codec, Linger: o.linger},
 		Prefix: benchPrefix + runStamp() + "-m", EntrySize: o.entrySize, EntriesPerCall: o.perCall,
-		Warmup: m.warmup, Duration: m.duration, Layouts: layouts, Seed: o.seed,
+		Warmup: m.warmup, Duration: m.duration, Layouts: layouts, Seed: o.seed, ProfileDir: m.profDir,
 	}
 	if !o.quiet {
 		mo.Progress = func(format string, args ...any) { fmt.Fprintf(a.stderr, "bench: "+format+"\n", args...) }
@@ -109,14 +114,14 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 func (a *app) printMatrix(r bench.MatrixReport) {
 	w := a.stdout
 	fmt.Fprintf(w, "\nadded latency each way: %.1f ms%s\n", r.LatencyMSEachWay,
-		map[bool]string{true: " (CPU includes the embedded broker)", false: ""}[r.CPUIncludesBroker])
+		map[bool]string{true: " (process CPU includes the embedded broker; client CPU is the side's own goroutines, by pprof label)", false: " (client CPU: the side's own goroutines, by pprof label)"}[r.CPUIncludesBroker])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "layout\tkwal÷raw\tkwal MB/s\traw MB/s\tsel kwal\tsel raw\tp50/p99 kwal ms\tp50/p99 raw ms\tCPU ms/MB kwal\traw\treq/MB kwal\traw\twarm-up s kwal\traw\t\n")
+	fmt.Fprintf(tw, "layout\tkwal÷raw\tkwal MB/s\traw MB/s\tsel kwal\tsel raw\tp50/p99 kwal ms\tp50/p99 raw ms\tCPU ms/MB kwal\traw\tclient CPU ms/MB kwal\traw\treq/MB kwal\traw\twarm-up s kwal\traw\t\n")
 	for _, row := range r.Rows {
 		k, rw := row.Kwal, row.Raw
-		fmt.Fprintf(tw, "%dr/%dt/%dw\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f/%.1f\t%.1f/%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%dr/%dt/%dw\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f/%.1f\t%.1f/%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n",
 			row.Layout.Regions, row.Layout.Topics, row.Layout.Writers, row.AppendVsRaw, k.MBps, rw.MBps, k.Selectivity, rw.Selectivity,
-			k.P50ms, k.P99ms, rw.P50ms, rw.P99ms, k.CPUmsPerMB, rw.CPUmsPerMB, k.ProduceRequestsPerMB, rw.ProduceRequestsPerMB, k.WarmupS, rw.WarmupS)
+			k.P50ms, k.P99ms, rw.P50ms, rw.P99ms, k.CPUmsPerMB, rw.CPUmsPerMB, k.ClientCPUmsPerMB, rw.ClientCPUmsPerMB, k.ProduceRequestsPerMB, rw.ProduceRequestsPerMB, k.WarmupS, rw.WarmupS)
 	}
 	_ = tw.Flush()
 }

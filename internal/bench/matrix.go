@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -49,16 +50,27 @@ type MatrixOptions struct {
 	Layouts        []MatrixLayout
 	Seed           uint64
 	Progress       func(format string, args ...any) // nil: silent
+	// ProfileDir keeps each measured window's CPU profile there (pprof
+	// format, samples labeled by side, see LabelKey); "" keeps none.
+	ProfileDir string
 }
 
 // MatrixSide is what one producer did in one layout's measured window.
 type MatrixSide struct {
-	MBps                 float64 `json:"mb_per_s"`
-	P50ms                float64 `json:"p50_ms"`
-	P99ms                float64 `json:"p99_ms"`
-	Selectivity          float64 `json:"selectivity"`
-	RegionsPerBatch      float64 `json:"regions_per_batch"`
-	CPUmsPerMB           float64 `json:"cpu_ms_per_mb"` // process CPU (client; with an embedded broker, the broker too) per MB appended
+	MBps            float64 `json:"mb_per_s"`
+	P50ms           float64 `json:"p50_ms"`
+	P99ms           float64 `json:"p99_ms"`
+	Selectivity     float64 `json:"selectivity"`
+	RegionsPerBatch float64 `json:"regions_per_batch"`
+	CPUmsPerMB      float64 `json:"cpu_ms_per_mb"` // process CPU (client; with an embedded broker, the broker too) per MB appended
+	// ClientCPUmsPerMB is the CPU of the side's own goroutines (pprof label
+	// LabelKey) per MB appended: the client alone, without the embedded
+	// broker, the latency proxy, or the runtime's background work (GC
+	// marking), which RuntimeCPUmsPerMB holds; -1 when no profile could be
+	// taken (another CPU profile was running).
+	ClientCPUmsPerMB     float64 `json:"client_cpu_ms_per_mb"`
+	BrokerCPUmsPerMB     float64 `json:"broker_cpu_ms_per_mb"`  // goroutines labeled as the embedded broker's
+	RuntimeCPUmsPerMB    float64 `json:"runtime_cpu_ms_per_mb"` // unlabeled: background GC, scheduler
 	ProduceRequestsPerMB float64 `json:"produce_requests_per_mb"`
 	WarmupS              float64 `json:"warmup_s"` // time until a 250 ms window first reached 90% of the measured rate; -1: never within the warm-up
 }
@@ -99,7 +111,10 @@ func RunMatrix(ctx context.Context, o MatrixOptions, embeddedBroker bool) (Matri
 	defer rn.Close()
 	kcfg := o.Config
 	kcfg.Dialer = kn.Dial
-	st, err := kafka.Open(ctx, kcfg)
+	// Each side's clients start under its label, so their goroutines carry it.
+	var st *kafka.LogStore
+	var err error
+	WithLabel(ctx, LabelKwal, func(ctx context.Context) { st, err = kafka.Open(ctx, kcfg) })
 	if err != nil {
 		return rep, err
 	}
@@ -110,7 +125,8 @@ func RunMatrix(ctx context.Context, o MatrixOptions, embeddedBroker bool) (Matri
 	if err != nil {
 		return rep, err
 	}
-	cl, err := RawClientWith(o.Raw, copts...)
+	var cl *kgo.Client
+	WithLabel(ctx, LabelRaw, func(context.Context) { cl, err = RawClientWith(o.Raw, copts...) })
 	if err != nil {
 		return rep, err
 	}
@@ -147,8 +163,8 @@ func RunMatrix(ctx context.Context, o MatrixOptions, embeddedBroker bool) (Matri
 			out    *MatrixSide
 			res    AppendResult
 		}{
-			{"kwal", kt, KwalAppender(st), kn, &row.Kwal, AppendResult{}},
-			{"raw", rt, RawAppender(cl, o.Raw.MaxBatchBytes), rn, &row.Raw, AppendResult{}},
+			{LabelKwal, kt, KwalAppender(st), kn, &row.Kwal, AppendResult{}},
+			{LabelRaw, rt, RawAppender(cl, o.Raw.MaxBatchBytes), rn, &row.Raw, AppendResult{}},
 		}
 		order := []int{0, 1}
 		if li%2 == 1 {
@@ -158,18 +174,29 @@ func RunMatrix(ctx context.Context, o MatrixOptions, embeddedBroker bool) (Matri
 			sd := &sides[si]
 			plan := w.Plan(sd.topics)
 			progress("matrix %v: %s warm-up %v…", l, sd.name, o.Warmup)
-			windows, err := sampled(ctx, plan, sd.app, o.Warmup)
+			var windows []float64
+			WithLabel(ctx, sd.name, func(ctx context.Context) { windows, err = sampled(ctx, plan, sd.app, o.Warmup) })
 			if err != nil {
 				return rep, fmt.Errorf("%s warm-up, %v: %w", sd.name, l, err)
 			}
 			progress("matrix %v: %s measured %v…", l, sd.name, o.Duration)
+			save := ""
+			if o.ProfileDir != "" {
+				save = filepath.Join(o.ProfileDir, fmt.Sprintf("lat%gms-%dr%dt%dw-%s.pprof", rep.LatencyMSEachWay, l.Regions, l.Topics, l.Writers, sd.name))
+			}
+			prof, perr := startCPUProfile(save)
 			req0 := sd.net.ProduceRequests()
 			cpu0, cpuOK := ProcessCPU()
-			res, err := RunFor(ctx, plan, sd.app, o.Duration, nil)
+			var res AppendResult
+			WithLabel(ctx, sd.name, func(ctx context.Context) { res, err = RunFor(ctx, plan, sd.app, o.Duration, nil) })
+			cpu1, _ := ProcessCPU()
+			var byLabel cpuByLabel
+			if perr == nil {
+				byLabel, perr = prof.stop()
+			}
 			if err != nil {
 				return rep, fmt.Errorf("%s appends, %v: %w", sd.name, l, err)
 			}
-			cpu1, _ := ProcessCPU()
 			mb := float64(res.Bytes) / 1e6
 			sd.res = res
 			sd.out.MBps = res.MBps()
@@ -177,6 +204,15 @@ func RunMatrix(ctx context.Context, o MatrixOptions, embeddedBroker bool) (Matri
 			sd.out.P99ms = float64(res.Quantile(0.99)) / 1e6
 			if cpuOK && mb > 0 {
 				sd.out.CPUmsPerMB = float64(cpu1-cpu0) / 1e6 / mb
+			}
+			sd.out.ClientCPUmsPerMB = -1
+			if perr != nil {
+				progress("matrix %v: %s: no CPU profile, client CPU not separated: %v", l, sd.name, perr)
+			} else if mb > 0 {
+				perMB := func(d time.Duration) float64 { return float64(d) / 1e6 / mb }
+				sd.out.ClientCPUmsPerMB = perMB(byLabel[sd.name])
+				sd.out.BrokerCPUmsPerMB = perMB(byLabel[LabelBroker])
+				sd.out.RuntimeCPUmsPerMB = perMB(byLabel[""])
 			}
 			if mb > 0 {
 				sd.out.ProduceRequestsPerMB = float64(sd.net.ProduceRequests()-req0) / mb

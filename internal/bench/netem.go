@@ -67,7 +67,9 @@ func (n *Net) proxyFor(address string) (*proxy, error) {
 	}
 	p := &proxy{ln: ln, upstream: address, delay: n.latency, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
-	go p.serve()
+	// The proxy's goroutines carry their own label, not the dialing
+	// client's: the matrix counts them apart from the clients' CPU.
+	WithLabel(context.Background(), LabelNet, func(context.Context) { go p.serve() })
 	n.proxies[address] = p
 	return p, nil
 }

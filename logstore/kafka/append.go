@@ -32,21 +32,46 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		entries []worker.Entry
 	}
 	var batches []*nsBatch
-	byNS := make(map[string]*nsBatch)
-	regionNS := make(map[logstore.RegionID]string)
-	for i, e := range entries {
-		if ns, ok := regionNS[e.Region]; ok && ns != e.Namespace {
-			return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: region %d appears under namespaces %q and %q in one call", i, e.Region, ns, e.Namespace)
+	// Most calls write one namespace: they need no maps to split the entries
+	// by namespace, nor to find a region under two namespaces.
+	single := true
+	for _, e := range entries[1:] {
+		if e.Namespace != entries[0].Namespace {
+			single = false
+			break
 		}
-		regionNS[e.Region] = e.Namespace
-		b := byNS[e.Namespace]
-		if b == nil {
-			if err := validateTopic(e.Namespace); err != nil {
-				return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
+	}
+	var byNS map[string]*nsBatch
+	var regionNS map[logstore.RegionID]string
+	if !single {
+		byNS = make(map[string]*nsBatch)
+		regionNS = make(map[logstore.RegionID]string)
+	}
+	for i, e := range entries {
+		var b *nsBatch
+		if single {
+			if i == 0 {
+				if err := validateTopic(e.Namespace); err != nil {
+					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
+				}
+				b = &nsBatch{topic: e.Namespace, regions: make([]logstore.RegionID, 0, len(entries)), entries: make([]worker.Entry, 0, len(entries))}
+				batches = append(batches, b)
 			}
-			b = &nsBatch{topic: e.Namespace}
-			byNS[e.Namespace] = b
-			batches = append(batches, b)
+			b = batches[0]
+		} else {
+			if ns, ok := regionNS[e.Region]; ok && ns != e.Namespace {
+				return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: region %d appears under namespaces %q and %q in one call", i, e.Region, ns, e.Namespace)
+			}
+			regionNS[e.Region] = e.Namespace
+			b = byNS[e.Namespace]
+			if b == nil {
+				if err := validateTopic(e.Namespace); err != nil {
+					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
+				}
+				b = &nsBatch{topic: e.Namespace}
+				byNS[e.Namespace] = b
+				batches = append(batches, b)
+			}
 		}
 		b.regions = append(b.regions, e.Region)
 		b.entries = append(b.entries, worker.Entry{Region: uint64(e.Region), Data: e.Data})
@@ -55,8 +80,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	// ProduceTimeout bounds the call as a whole: a request still queued at
 	// the deadline (behind its region's earlier group, which may still
 	// land) is withdrawn and never written, so it cannot overtake it.
-	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.ProduceTimeout),
-		fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", s.cfg.ProduceTimeout, ErrTimeout))
+	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(s.cfg.ProduceTimeout), s.appendTimeout)
 	defer cancel()
 	pendings := make([]*worker.Pending, len(batches))
 	for i, b := range batches {
@@ -68,7 +92,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
 		}
 	}
-	res := logstore.AppendResult{LastEntryIDs: make(map[logstore.RegionID]logstore.EntryID, len(regionNS))}
+	res := logstore.AppendResult{LastEntryIDs: make(map[logstore.RegionID]logstore.EntryID, min(len(entries), 8))}
 	var errs []error
 	for i, pd := range pendings {
 		offsets, err := pd.Wait(ctx)

@@ -38,6 +38,13 @@
 //	     entries bounded by ReadHoldBytes
 //	  -> each read's own iterator, in entry ID order.
 //
+// Reads send raw Fetch requests (kmsg) rather than running a franz-go
+// consumer: a consumer reads on from one position and buffers ahead on its
+// own, while a plan jumps between ranges (skipping other regions' runs),
+// fetches several of them at once over several connections, and must keep
+// what it holds within FetchMaxBytes windows. README's replay tables
+// compare full scans with a plain franz-go consumer.
+//
 // # Files
 //
 //	store.go       the LogStore, Open, Close and its order

@@ -5,9 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -131,4 +134,33 @@ func removeAll(dir string) error {
 		}
 	}
 	return nil
+}
+
+// metricSum gathers reg and sums the samples of the family name whose label
+// key has value: counters and gauges by value, histograms by sample count.
+// found reports whether any sample matched.
+func metricSum(t testing.TB, reg prometheus.Gatherer, name, key, value string) (sum float64, found bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err, "no duplicate or inconsistent series")
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == key && l.GetValue() == value }) {
+				continue
+			}
+			found = true
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum, found
 }

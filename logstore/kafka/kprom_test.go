@@ -39,28 +39,12 @@ func TestClientMetricsExported(t *testing.T) {
 	require.NoError(t, s.Obsolete(ctx, topic, 1, res.LastEntryIDs[1]))
 	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 2)
 
-	fams, err := reg.Gather()
-	require.NoError(t, err, "no duplicate or inconsistent series")
 	sum := func(name, role string) float64 {
-		var v float64
-		for _, f := range fams {
-			if f.GetName() != name {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				if label(m, "role") != role {
-					continue
-				}
-				switch {
-				case m.GetCounter() != nil:
-					v += m.GetCounter().GetValue()
-				case m.GetHistogram() != nil:
-					v += float64(m.GetHistogram().GetSampleCount())
-				}
-			}
-		}
+		v, _ := metricSum(t, reg, name, "role", role)
 		return v
 	}
+	fams, err := reg.Gather()
+	require.NoError(t, err)
 	for _, role := range []string{"lane", "mark", "admin"} {
 		v := sum("kwal_client_connects_total", role)
 		require.Positive(t, v, "%s connects", role)
@@ -96,15 +80,6 @@ func TestClientMetricsExported(t *testing.T) {
 	fams, err = reg.Gather()
 	require.NoError(t, err)
 	require.True(t, hasFamily(fams, "kwal_client_connects_total"), "a new store on the registry exports its clients' metrics")
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 func hasFamily(fams []*dto.MetricFamily, name string) bool {

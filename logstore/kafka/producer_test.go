@@ -319,21 +319,8 @@ func TestCancelQueuedAppendWritesNothing(t *testing.T) {
 // queued reads the kwal_queue_requests gauge of a namespace.
 func queued(t *testing.T, reg *prometheus.Registry, topic string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "kwal_queue_requests" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "namespace" && l.GetValue() == topic {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := metricSum(t, reg, "kwal_queue_requests", "namespace", topic)
+	return v
 }
 
 // TestCloseWithAppendsInFlight protects Close: appends racing with it

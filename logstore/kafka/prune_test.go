@@ -249,22 +249,11 @@ func TestPruneWithReportsWhatHoldsItBack(t *testing.T) {
 // gauge returns the value of the gauge name{namespace=ns} in reg.
 func gauge(t *testing.T, reg *prometheus.Registry, name, ns string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "namespace" && l.GetValue() == ns {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
+	v, ok := metricSum(t, reg, name, "namespace", ns)
+	if !ok {
+		t.Fatalf("no %s{namespace=%q}", name, ns)
 	}
-	t.Fatalf("no %s{namespace=%q}", name, ns)
-	return 0
+	return v
 }
 
 // TestRetentionPastEveryPrune states how a read from below a log start

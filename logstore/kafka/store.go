@@ -40,6 +40,9 @@ type LogStore struct {
 
 	laneClients []*kgo.Client
 	lanes       *worker.Lanes
+	// appendTimeout is the cause of an AppendBatch's ProduceTimeout deadline
+	// (made once: the call is hot).
+	appendTimeout error
 	// markClient writes marks (Obsolete and prune marks). It is not a lane:
 	// a lane's buffer must hold nothing but its dispatch, or a mark could
 	// land inside a group's batch, between the parts of a split entry.
@@ -105,6 +108,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
 	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
+	s.appendTimeout = fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", cfg.ProduceTimeout, ErrTimeout)
 	s.catchUps = catchUps{slots: make(chan struct{}, catchUpSlots), running: make(map[string]chan struct{})}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {

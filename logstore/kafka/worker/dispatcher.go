@@ -120,11 +120,13 @@ func (d *dispatcher) take(r *request) {
 	w.dirty = true
 	if r.closing {
 		w.draining = true
+		w.replan = true // a full plan drops withdrawn requests, so the topic can exit
 		d.maybeExit(w)
 		return
 	}
 	if w.aborted {
 		w.finish(r, nil, w.closedErr())
+		r.recycle()
 		return
 	}
 	w.pending = append(w.pending, r)
@@ -342,6 +344,7 @@ func (d *dispatcher) failRemaining() {
 		case r := <-d.l.queue:
 			if !r.closing {
 				r.w.finish(r, nil, fmt.Errorf("kwal: append to %q: %w", r.w.p.opts.Topic, logstore.ErrClosed))
+				r.recycle()
 			}
 		default:
 			return

@@ -12,7 +12,9 @@
 // Submit encodes a call's entries for the topic into kwal records (package
 // record) over one copy of their data (franz-go may hold, and on a retry
 // re-encode, a record after its caller gave up waiting, so the records must
-// not share the caller's buffers), takes room for their bytes from the
+// not share the caller's buffers; the copy and the record structs come from
+// a pool and go back to it once the lane that carried them is back, or the
+// request left the queue unsent), takes room for their bytes from the
 // topic's byte-bounded queue and then from the store's (blocking, with the caller's context, while
 // either is full: memory stays bounded when Kafka is slow) and queues one
 // request. The dispatcher groups each topic's pending requests by region,
@@ -36,7 +38,8 @@
 // place that sees every topic's ready groups; a store-wide goroutine is that
 // place, and it also owns the lanes, so there is no second hand-off. Its
 // cost is planning all topics on one goroutine; planning is incremental
-// (only topics whose state changed are replanned).
+// (only topics whose state changed are replanned, and a topic that only
+// received new requests continues its last plan's scan with them).
 //
 // # Why lanes, and why region-pure groups
 //

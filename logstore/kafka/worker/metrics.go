@@ -67,3 +67,24 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.EntriesAppended, m.BytesAppended, m.ProduceLatency, m.ProduceRecords,
 		m.ProduceBytes, m.ProduceRegions, m.DispatchTopics, m.QueueRequests, m.QueueBytes, m.Errors, m.LatestAcked}
 }
+
+// topicMetrics are one topic's children of the labeled collectors, looked
+// up once per producer rather than on every request (a lookup hashes the
+// label value and takes the vector's lock).
+type topicMetrics struct {
+	entries, bytes          prometheus.Counter
+	queueRequests, queueLen prometheus.Gauge
+	latestAcked             prometheus.Gauge
+}
+
+// forTopic is nil when m is nil.
+func (m *Metrics) forTopic(topic string) *topicMetrics {
+	if m == nil {
+		return nil
+	}
+	return &topicMetrics{
+		entries: m.EntriesAppended.WithLabelValues(topic), bytes: m.BytesAppended.WithLabelValues(topic),
+		queueRequests: m.QueueRequests.WithLabelValues(topic), queueLen: m.QueueBytes.WithLabelValues(topic),
+		latestAcked: m.LatestAcked.WithLabelValues(topic),
+	}
+}

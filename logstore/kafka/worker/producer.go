@@ -74,6 +74,7 @@ const GroupBatches = 8
 // region and packed with other topics' groups, and resolves it.
 type Producer struct {
 	opts  Options
+	tm    *topicMetrics // nil: no metrics
 	lanes *Lanes
 	w     *worker // owned by the dispatcher goroutine
 	sem   *semaphore.Weighted
@@ -100,6 +101,7 @@ func NewProducer(opts Options) *Producer {
 	}
 	p := &Producer{
 		opts:   opts,
+		tm:     opts.Metrics.forTopic(opts.Topic),
 		lanes:  opts.Lanes,
 		sem:    semaphore.NewWeighted(opts.MaxQueuedBytes),
 		exited: make(chan struct{}),
@@ -121,6 +123,8 @@ type request struct {
 	recRegion  []uint64 // region of each record
 	regions    []uint64 // distinct, in first-seen order
 	entryFirst []int    // index in recs of each entry's first record
+	entries    int      // entries of the call
+	mem        *recMem  // what recs, recRegion and entryFirst live in; nil once recycled
 	bytes      int64    // record bytes (keys and values)
 	dataBytes  int64    // entry data bytes
 	held       int64    // semaphore weight held (of the topic's and of the store's)
@@ -132,6 +136,17 @@ type request struct {
 	done    chan struct{}
 	offsets []int64 // first offset of each entry, set before done is closed
 	err     error
+}
+
+// recycle returns the request's record memory to the pool. Only for a
+// request no one can read the records of any more: never handed to a lane,
+// or its dispatch came back (the lane's Flush returned).
+func (r *request) recycle() {
+	if r.mem == nil {
+		return
+	}
+	putRecMem(r.mem)
+	r.mem, r.recs, r.recRegion, r.entryFirst = nil, nil, nil, nil
 }
 
 const (
@@ -165,36 +180,68 @@ func (p *Producer) Submit(ctx context.Context, entries []Entry) (*Pending, error
 	if err != nil {
 		return nil, err
 	}
+	// The topic's bound first, then the store's: a topic holds at most its
+	// own bound of the store's, and the store's semaphore serves waiters in
+	// order, so one hot topic cannot starve the others. The common case
+	// takes room and queues without waiting (TryAcquire never jumps ahead
+	// of a waiter); only a call that must wait makes the context that Close
+	// ends.
+	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
+	r.w = p.w
+	held := 0 // semaphores held: 1 the topic's, 2 the store's too
+	if ctx.Err() == nil && p.sem.TryAcquire(r.held) {
+		held = 1
+		if s := p.lanes.sem; s == nil || s.TryAcquire(r.held) {
+			held = 2
+			r.enqueued = time.Now()
+			select {
+			case p.lanes.queue <- r:
+				return p.queued(r), nil
+			default:
+			}
+		}
+	}
+	return p.submitWaiting(ctx, r, held)
+}
+
+// submitWaiting is Submit's slow path: it waits for the room Submit could
+// not take at once (held says what it holds) and for queue space, until ctx
+// ends or Close starts.
+func (p *Producer) submitWaiting(ctx context.Context, r *request, held int) (*Pending, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.stopCtx, cancel)()
-
-	// The topic's bound first, then the store's: a topic holds at most its
-	// own bound of the store's, and the store's semaphore serves waiters in
-	// order, so one hot topic cannot starve the others.
-	r.held = min(r.bytes, p.opts.MaxQueuedBytes)
-	if err := p.sem.Acquire(ctx, r.held); err != nil {
-		return nil, p.submitErr(context.Cause(ctx))
+	if held < 1 {
+		if err := p.sem.Acquire(ctx, r.held); err != nil {
+			r.recycle()
+			return nil, p.submitErr(context.Cause(ctx))
+		}
 	}
-	if s := p.lanes.sem; s != nil {
+	if s := p.lanes.sem; s != nil && held < 2 {
 		if err := s.Acquire(ctx, r.held); err != nil {
 			p.sem.Release(r.held)
+			r.recycle()
 			return nil, p.submitErr(context.Cause(ctx))
 		}
 	}
 	r.enqueued = time.Now()
-	r.w = p.w
 	select {
 	case p.lanes.queue <- r:
-		if m := p.opts.Metrics; m != nil {
-			m.QueueRequests.WithLabelValues(p.opts.Topic).Inc()
-			m.QueueBytes.WithLabelValues(p.opts.Topic).Add(float64(r.bytes))
-		}
-		return &Pending{r: r, topic: p.opts.Topic}, nil
+		return p.queued(r), nil
 	case <-ctx.Done():
 		p.release(r.held)
+		r.recycle()
 		return nil, p.submitErr(context.Cause(ctx))
 	}
+}
+
+// queued counts r, just handed to the dispatcher, and returns its Pending.
+func (p *Producer) queued(r *request) *Pending {
+	if tm := p.tm; tm != nil {
+		tm.queueRequests.Inc()
+		tm.queueLen.Add(float64(r.bytes))
+	}
+	return &Pending{r: r, topic: p.opts.Topic}
 }
 
 // release frees n bytes of queue room, the topic's and the store's.
@@ -213,20 +260,12 @@ func (p *Producer) submitErr(err error) error {
 }
 
 func (p *Producer) encode(entries []Entry) (*request, error) {
-	r := &request{
-		done:       make(chan struct{}),
-		entryFirst: make([]int, len(entries)),
-		recs:       make([]*kgo.Record, 0, len(entries)),
-		recRegion:  make([]uint64, 0, len(entries)),
-	}
-	// One allocation for the records and one for their keys, in the common
-	// case of entries that fit one record each.
-	structs := make([]kgo.Record, 0, len(entries))
-	keys := make([]byte, 0, len(entries)*record.KeySize)
 	// The records' values point into one copy of every entry's data, never
 	// into the caller's buffers: franz-go may still hold (and retry) the
 	// records after the caller's Wait returned early, and a caller that then
-	// reused a pooled buffer would change a record under its checksum.
+	// reused a pooled buffer would change a record under its checksum. The
+	// copy, the record structs and their keys come from recMemPool in the
+	// common case of entries that fit one record each.
 	total := 0
 	for i, e := range entries {
 		if uint64(len(e.Data)) > record.MaxEntrySize {
@@ -235,13 +274,23 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 		}
 		total += len(e.Data)
 	}
-	data := make([]byte, 0, total)
+	mem := getRecMem(total, len(entries), record.KeySize)
+	r := &request{
+		done:       make(chan struct{}),
+		mem:        mem,
+		entries:    len(entries),
+		entryFirst: mem.entryFirst[:len(entries)],
+		recs:       mem.recs,
+		recRegion:  mem.recRegion,
+	}
+	structs, keys, data := mem.structs, mem.keys, mem.data
 	var seen map[uint64]struct{}
 	for i, e := range entries {
 		data = append(data, e.Data...)
 		own := data[len(data)-len(e.Data) : len(data) : len(data)]
 		parts, err := record.Split(e.Region, own, p.opts.MaxBatchBytes)
 		if err != nil {
+			r.recycle()
 			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w", p.opts.Topic, i, e.Region, err)
 		}
 		r.entryFirst[i] = len(r.recs)

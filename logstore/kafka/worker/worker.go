@@ -24,6 +24,9 @@ type worker struct {
 
 	// Reused by plan, which runs after every change: cleared, not remade.
 	dirty    bool     // state changed since the last plan
+	replan   bool     // something besides new requests changed: plan from scratch
+	merged   bool     // the last plan merged groups (its scan state is stale)
+	planned  int      // pending[:planned] went through the last plan's scan
 	groups   []*group // planned groups, oldest first
 	next     int      // groups[:next] were taken by dispatches since the plan
 	blocked  map[uint64]struct{}
@@ -49,23 +52,34 @@ func newWorker(p *Producer) *worker {
 // joins the group holding its regions; one that touches a busy region, a
 // region of a held back request, or regions of two groups is held back (and
 // its regions with it), which keeps every region's requests in queue order.
+//
+// When only new requests arrived since the last plan (nothing was sent,
+// completed or aborted, and no groups were merged), the plan continues the
+// last one's scan with the new requests: the scan is a pass over pending in
+// queue order, so its state after the old requests is what a full plan
+// would reach there. A busy topic (many writers, one topic) would otherwise
+// replan every pending request on every arrival.
 func (w *worker) plan(freeLanes int) {
-	w.removePending()
-	w.next = 0
-	for _, g := range w.groups {
-		g.reqs, g.regions = g.reqs[:0], g.regions[:0]
-		w.spare = append(w.spare, g)
+	if w.replan || w.merged || w.planned > len(w.pending) || w.withdrawn() {
+		w.replan, w.merged = false, false
+		w.removePending()
+		w.next = 0
+		w.planned = 0
+		for _, g := range w.groups {
+			g.reqs, g.regions = g.reqs[:0], g.regions[:0]
+			w.spare = append(w.spare, g)
+		}
+		clear(w.groups)
+		w.groups = w.groups[:0]
+		clear(w.blocked)
+		clear(w.byRegion)
 	}
-	clear(w.groups)
-	w.groups = w.groups[:0]
-	if len(w.pending) == 0 {
+	if w.planned == len(w.pending) {
 		return
 	}
 	o := &w.p.opts
 	cap := int64(GroupBatches * o.MaxBatchBytes)
-	clear(w.blocked)
-	clear(w.byRegion)
-	for _, r := range w.pending {
+	for _, r := range w.pending[w.planned:] {
 		var g *group
 		hold := false
 		for _, reg := range r.regions {
@@ -104,7 +118,19 @@ func (w *worker) plan(freeLanes int) {
 			}
 		}
 	}
+	w.planned = len(w.pending)
 	w.mergeBacklog(freeLanes)
+}
+
+// withdrawn reports whether a request the last plan placed was withdrawn
+// since: a full plan drops it (and frees its room).
+func (w *worker) withdrawn() bool {
+	for _, r := range w.pending[:w.planned] {
+		if r.state.Load() != stateQueued {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *worker) newGroup() *group {
@@ -142,6 +168,7 @@ func (w *worker) mergeBacklog(lanes int) {
 			g.regions = append(g.regions, n.regions...) // groups never share a region
 			i++
 			excess--
+			w.merged = true
 		}
 		out = append(out, g)
 	}
@@ -169,7 +196,7 @@ func (w *worker) lingerFor(g *group) time.Duration {
 // withdrew) and returns them as a part of a dispatch; nil when all were
 // withdrawn. w.pending drops them at the next plan.
 func (w *worker) take(g *group) *part {
-	w.dirty = true
+	w.dirty, w.replan = true, true
 	var pt *part
 	for _, r := range g.reqs {
 		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
@@ -200,6 +227,7 @@ func (w *worker) removePending() {
 			kept = append(kept, r)
 		case stateCanceled:
 			w.finish(r, nil, nil) // already failed by Wait; free its room
+			r.recycle()           // never handed to a lane
 		}
 	}
 	clear(w.pending[len(kept):])
@@ -222,7 +250,7 @@ func (w *worker) timeout(pt *part, dp *dispatch) {
 // request succeeds only if every one of its records was acknowledged.
 func (w *worker) complete(pt *part, dp *dispatch) {
 	p := w.p
-	w.dirty = true
+	w.dirty, w.replan = true, true
 	delete(w.parts, pt)
 	for _, reg := range pt.regions {
 		if w.busy[reg]--; w.busy[reg] <= 0 {
@@ -252,8 +280,8 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	if last >= 0 {
 		if last+1 > w.latest {
 			w.latest = last + 1
-			if m := p.opts.Metrics; m != nil {
-				m.LatestAcked.WithLabelValues(p.opts.Topic).Set(float64(last + 1))
+			if tm := p.tm; tm != nil {
+				tm.latestAcked.Set(float64(last + 1))
 			}
 		}
 		if p.opts.Collector != nil && !w.exited { // after Close gave up, the owner may have closed the collector
@@ -277,7 +305,7 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
 			continue
 		}
-		offsets := make([]int64, len(r.entryFirst))
+		offsets := make([]int64, r.entries)
 		for i, at := range r.entryFirst {
 			offsets[i] = r.recs[at].Offset
 		}
@@ -285,6 +313,11 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	}
 	if nfailed > 0 {
 		p.opts.Logger.Warn("kwal: produce failed", "topic", p.opts.Topic, "records", pt.nrecs, "failed", nfailed, "err", firstErr)
+	}
+	// The lane is back: franz-go called every record's promise and holds
+	// none of them, and the offsets were read above.
+	for _, r := range pt.reqs {
+		r.recycle()
 	}
 }
 
@@ -303,12 +336,13 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 	close(r.done)
 	p.release(r.held)
 	if m := p.opts.Metrics; m != nil {
-		m.QueueRequests.WithLabelValues(p.opts.Topic).Dec()
-		m.QueueBytes.WithLabelValues(p.opts.Topic).Sub(float64(r.bytes))
+		tm := p.tm
+		tm.queueRequests.Dec()
+		tm.queueLen.Sub(float64(r.bytes))
 		switch {
 		case err == nil:
-			m.EntriesAppended.WithLabelValues(p.opts.Topic).Add(float64(len(r.entryFirst)))
-			m.BytesAppended.WithLabelValues(p.opts.Topic).Add(float64(r.dataBytes))
+			tm.entries.Add(float64(r.entries))
+			tm.bytes.Add(float64(r.dataBytes))
 		case errors.Is(err, ErrTimeout):
 			m.Errors.WithLabelValues("timeout").Inc()
 		case errors.Is(err, context.Canceled):
@@ -330,10 +364,11 @@ func (w *worker) closedErr() error {
 // parts keep their regions busy until their lanes return.
 func (w *worker) abortAll() {
 	w.aborted = true
-	w.dirty = true
+	w.dirty, w.replan = true, true
 	err := w.closedErr()
 	for _, r := range w.pending {
 		w.finish(r, nil, err)
+		r.recycle() // never handed to a lane; in-flight parts recycle in complete
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]

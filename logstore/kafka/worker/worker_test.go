@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,7 +142,10 @@ func (c *fakeClient) Flush(context.Context) error {
 				r := buf[i].r
 				r.Offset = l.byTopic[t]
 				l.byTopic[t]++
-				l.recs = append(l.recs, r)
+				// The log keeps copies, as a broker keeps bytes: the
+				// producer reuses a record's memory once its lane is back.
+				l.recs = append(l.recs, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+					Key: slices.Clone(r.Key), Value: slices.Clone(r.Value)})
 				if p, err := record.Decode(r.Key, r.Value); err == nil {
 					regions = append(regions, p.Region)
 				}
@@ -743,4 +748,46 @@ func TestStoreBoundAndNamespaceShare(t *testing.T) {
 	require.NoError(t, a.Close(ctx))
 	require.NoError(t, b.Close(ctx))
 	lanes.Close()
+}
+
+// TestRecordMemoryOutlivesAnAbandonedCall protects the recycling of record
+// memory: a call that returned ErrTimeout while its produce is still on the
+// lane leaves its records to franz-go, so their memory is not reused by
+// later calls before the lane is back: the log holds the timed-out call's
+// own bytes when the produce finally lands.
+func TestRecordMemoryOutlivesAnAbandonedCall(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{})}
+	p, _ := newTestProducer(t, log, 2, func(o *Options) { o.ProduceTimeout = 50 * time.Millisecond })
+	ctx := context.Background()
+	stuck := bytes.Repeat([]byte("A"), 1000)
+	pd, err := p.Submit(ctx, []Entry{{Region: 1, Data: stuck}})
+	require.NoError(t, err)
+	_, err = pd.Wait(ctx)
+	require.ErrorIs(t, err, ErrTimeout)
+
+	// Later calls of the same shape: were the stuck call's memory pooled
+	// already, they would encode into it.
+	var later []*Pending
+	for i := range 20 {
+		pd, err := p.Submit(ctx, []Entry{{Region: uint64(2 + i), Data: bytes.Repeat([]byte("B"), 1000)}})
+		require.NoError(t, err)
+		later = append(later, pd)
+	}
+	close(log.block)
+	for _, pd := range later {
+		_, _ = pd.Wait(ctx) // some time out while the lanes were blocked; only the log matters here
+	}
+	require.NoError(t, p.Close(ctx))
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	found := false
+	for _, r := range log.recs {
+		part, err := record.Decode(r.Key, r.Value)
+		require.NoError(t, err)
+		if part.Region == 1 {
+			found = true
+			require.Equal(t, stuck, part.Data, "the timed-out call's record kept its own bytes")
+		}
+	}
+	require.True(t, found, "the stuck produce landed once released")
 }
