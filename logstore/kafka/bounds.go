@@ -14,6 +14,14 @@ import (
 // takes bounds looked up before it started (its end includes every append
 // acknowledged before it), and reads that start together (a datanode
 // opening its regions) get one end, and so one pass to share.
+//
+// Each lookup also counts the reads sharing it (a cohort): a pass started
+// by one of them plans nothing until every read of its cohort (and of the
+// follower cohort it waited for) has joined a pass or given up, so that
+// the pass plans the reads' ranges together (one plan, merged across the
+// regions) instead of planning the first read's and taking the rest as
+// late joins. Between its lookup and joining, a read waits on no pass, so
+// the wait ends.
 type readBounds struct {
 	mu      sync.Mutex
 	flights map[string]*boundsFlight
@@ -33,11 +41,62 @@ type boundsCall struct {
 	// follower is the lookup queued behind this one when it completed (reads
 	// that arrived meanwhile), or nil.
 	follower *boundsCall
+	cohort   *cohort // the reads sharing this lookup
+}
+
+// cohort counts the reads of one bounds lookup that have not yet joined or
+// started a pass (nor given up). Reads register before the lookup starts,
+// so once the lookup is done the count only falls.
+type cohort struct {
+	mu      sync.Mutex
+	pending int
+	closed  bool
+	placed  chan struct{} // closed when pending reaches 0
+}
+
+func newCohort() *cohort { return &cohort{placed: make(chan struct{})} }
+
+func (c *cohort) add() {
+	c.mu.Lock()
+	c.pending++
+	c.mu.Unlock()
+}
+
+func (c *cohort) done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending--
+	// A read that gave up before the lookup ended may bring the count to
+	// 0 early; the cohort then stops holding its pass back (waiting is
+	// only an optimisation), and stays released.
+	if c.pending == 0 && !c.closed {
+		c.closed = true
+		close(c.placed)
+	}
+}
+
+// placement is one read's membership in the cohorts it must report to
+// (its lookup's), and the cohorts a pass it starts waits for (its lookup's
+// and the follower's it waited for).
+type placement struct {
+	once   sync.Once
+	own    *cohort
+	awaits []*cohort
+}
+
+// placed reports the read joined or started a pass, or gave up. Idempotent;
+// nil-safe.
+func (p *placement) placed() {
+	if p == nil || p.own == nil {
+		return
+	}
+	p.once.Do(p.own.done)
 }
 
 // bounds returns the topic's log start and end as looked up after the call
-// began.
-func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, err error) {
+// began, and the read's placement: the caller must call its placed once it
+// joined or started a pass, or gave up.
+func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, pl *placement, err error) {
 	b := &s.readBounds
 	b.mu.Lock()
 	if b.flights == nil {
@@ -49,23 +108,26 @@ func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, 
 		b.flights[topic] = fl
 	}
 	if fl.next == nil {
-		fl.next = &boundsCall{done: make(chan struct{})}
+		fl.next = &boundsCall{done: make(chan struct{}), cohort: newCohort()}
 	}
 	call := fl.next
 	if !fl.running {
 		if !s.addReadGoroutines(1) {
 			b.mu.Unlock()
-			return 0, 0, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
+			return 0, 0, nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
 		}
 		fl.running = true
 		fl.next = nil
 		go s.lookUpBounds(topic, fl, call)
 	}
+	call.cohort.add()
 	b.mu.Unlock()
+	pl = &placement{own: call.cohort, awaits: []*cohort{call.cohort}}
 	select {
 	case <-call.done:
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		pl.placed()
+		return 0, 0, nil, ctx.Err()
 	}
 	if f := call.follower; f != nil && call.err == nil {
 		// Reads started while this lookup ran: wait for theirs too, so
@@ -74,10 +136,18 @@ func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, 
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			pl.placed()
+			return 0, 0, nil, ctx.Err()
+		}
+		if f.err == nil {
+			pl.awaits = append(pl.awaits, f.cohort)
 		}
 	}
-	return call.start, call.end, call.err
+	if call.err != nil {
+		pl.placed()
+		return 0, 0, nil, call.err
+	}
+	return call.start, call.end, pl, nil
 }
 
 // lookUpBounds runs call's lookup, then the one queued meanwhile, until

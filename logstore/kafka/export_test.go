@@ -5,6 +5,25 @@ package kafka
 // has joined. Set it before any read starts.
 func SetJoinHook(s *LogStore, fn func()) { s.joinHook = fn }
 
+// WarmFetchClients counts the store's fetch clients whose fetch connection
+// is open already (warmed at Open, or used by a read).
+func WarmFetchClients(s *LogStore) (warm, all int) {
+	for i := range s.fetchWarm {
+		if s.fetchWarm[i].Load() {
+			warm++
+		}
+	}
+	return warm, len(s.fetchWarm)
+}
+
+// KnowsTopicMeta reports whether the reads' metadata cache holds topic.
+func KnowsTopicMeta(s *LogStore, topic string) bool {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	_, ok := s.meta[topic]
+	return ok
+}
+
 // WaitCatchUp waits until no background catch-up of the topic's index runs
 // (catchup.go).
 func WaitCatchUp(s *LogStore, topic string) {

@@ -35,7 +35,12 @@ import (
 // what the fetcher already handed over, the fetcher adds them (parts below
 // its frontier as extra chunks in offset order, the rest to its plan) and
 // places a join marker in its stream before the first chunk that may hold
-// the joining read's records.
+// the joining read's records. Reads that looked their bounds up together
+// with the pass's first read (its cohorts) join before anything is cut:
+// the fetcher waits for them, so that a restart's replays are one plan
+// whose ranges merge across regions, not the first read's plan and late
+// joins fetched range by range (measured: 880 fetches for 64 regions
+// instead of about 330).
 type fetcher struct {
 	s       *LogStore
 	topic   string
@@ -58,6 +63,11 @@ type fetcher struct {
 	planned  int64         // offsets of the planned ranges (the reads' joined)
 	through  int64         // offsets of the gaps fetched through
 	client   int           // round-robin over the store's connections
+	// cohorts are the reads that started with the pass's first read (see
+	// readBounds): nothing is cut from the plan until each has joined a
+	// pass or given up, so that their ranges are planned together.
+	cohorts []*cohort
+	cutAny  bool // a chunk was cut from the plan
 	// joined are the pass's reads, noted as their join markers are handed
 	// over, and provenTo how far they were proven to have lost nothing
 	// (pruned.go).
@@ -154,6 +164,18 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 	if err := f.refreshLeader(ctx); err != nil {
 		send(fetched{err: err})
 		return
+	}
+	for _, c := range f.cohorts {
+		for waiting := true; waiting; {
+			select {
+			case <-c.placed:
+				waiting = false
+			case j := <-joins:
+				j.reply <- f.join(j, accept)
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
 	for {
 		f.fill(ctx, &running)
@@ -310,6 +332,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 // the following ones while the gaps are cheap to stream and the chunk stays
 // within target bytes, or the first target bytes of a larger range.
 func (f *fetcher) cut() *slot {
+	f.cutAny = true
 	rg := f.pending[0]
 	target := f.target()
 	if !f.model.known() {
@@ -390,6 +413,10 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 		return false
 	}
 	first := j.ranges[0].Start
+	if !f.cutAny {
+		// Nothing planned was cut yet: the whole read joins the plan.
+		f.frontier = min(f.frontier, first)
+	}
 	// Split at the frontier: what lies below it and no queued chunk
 	// covers becomes chunks of its own; the rest joins the plan.
 	var below, above []index.Range

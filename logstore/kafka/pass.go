@@ -55,10 +55,13 @@ type sub struct {
 // topic that can take it, or starts a pass for it. The store's pass lock
 // is held throughout, so that reads starting together find each other's
 // pass rather than each starting one; a join waits at most for the
-// fetcher to finish handing over a response.
-func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) (*pass, error) {
+// fetcher to finish handing over a response. The read is placed (pl)
+// once it is in a pass: a pass started by a read of its cohort may then
+// plan.
+func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range, pl *placement) (*pass, error) {
 	s.passMu.Lock()
 	defer s.passMu.Unlock()
+	defer pl.placed()
 	for _, p := range s.passes[topic] {
 		if p.noIndex == noIndex && p.end == end && p.tryJoin(sb, ranges) {
 			return p, nil
@@ -67,7 +70,7 @@ func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, r
 	if !s.addReadGoroutines(2) {
 		return nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
 	}
-	return s.startPass(topic, noIndex, end, sb, ranges), nil
+	return s.startPass(topic, noIndex, end, sb, ranges, pl.awaits), nil
 }
 
 // tryJoin asks p's fetcher to take the read in. A pass that has handed
@@ -125,7 +128,7 @@ func (p *pass) leave(sb *sub) {
 
 // startPass starts a pass over ranges for the read sb; s.passMu is held,
 // and its two goroutines are counted in s.passWG.
-func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range) *pass {
+func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range, cohorts []*cohort) *pass {
 	ctx, cancel := context.WithCancel(s.readCtx)
 	s.passSeq++
 	p := &pass{s: s, id: s.passSeq, topic: topic, noIndex: noIndex, end: end, cancel: cancel, joins: make(chan joinReq),
@@ -133,7 +136,8 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 	s.passes[topic] = append(s.passes[topic], p)
 
 	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
-		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*slot{{join: sb}}}
+		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*slot{{join: sb}},
+		cohorts: cohorts}
 	f.stats.plan = "indexed"
 	if noIndex || (len(ranges) == 1 && ranges[0].Scan) {
 		f.stats.plan = "scan"

@@ -135,13 +135,15 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 		return nil
 	}
 	gen := s.gate.generation(topic)
-	start, end, err := s.bounds(ctx, topic)
+	start, end, pl, err := s.bounds(ctx, topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
 		}
 		return err
 	}
+	// Every way out before joining a pass releases the read's cohort.
+	defer pl.placed()
 	offs := make(map[uint64]int64, len(from))
 	lo := end
 	var below []regionFrom // regions asking for offsets below the log start
@@ -194,7 +196,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 		return lostErr
 	}
 	sb := &sub{from: offs, out: make(chan []logstore.Entry, 1), gone: make(chan struct{})}
-	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges)
+	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges, pl)
 	if err != nil {
 		return err
 	}

@@ -134,15 +134,22 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 			}
 			// Whoever finished last saw the pass's final counters.
 			var shared int64
+			fetches := 0
 			for i := range stats {
 				shared = max(shared, stats[i].FetchedBytes)
+				fetches = max(fetches, stats[i].Fetches)
 			}
 			t.Logf("noIndex=%v: alone the reads fetched %d bytes, sharing %d", noIndex, soloBytes, shared)
 			require.Positive(t, shared)
 			if noIndex {
 				require.Less(t, shared*3, soloBytes, "scans share their fetches")
 			} else {
-				require.LessOrEqual(t, shared, soloBytes+soloBytes/10, "sharing never fetches more than the reads alone (plus a batch per chunk)")
+				// One plan for all reads may fetch through the cheap gaps
+				// between different regions' ranges (at most a tenth of
+				// its planned offsets), and a fetch may return one batch
+				// past its chunk.
+				require.LessOrEqual(t, shared, soloBytes+soloBytes/10+int64(fetches)*(16<<10),
+					"sharing fetches at most the reads alone, a tenth more in gaps, and a batch per fetch")
 			}
 		})
 	}

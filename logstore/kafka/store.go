@@ -94,7 +94,8 @@ type producerSlot struct {
 	err   error
 }
 
-// Open validates cfg, connects to the brokers and loads the index. It
+// Open validates cfg, connects to the brokers, loads the index and opens
+// the fetch connections to the leaders of the topics it knows (warm.go). It
 // fails with an error matching ErrUnreachable if no broker answers within
 // cfg.RequestTimeout (and with ErrRefused, ErrAuthFailed, ErrTLS or
 // ErrBrokerTimeout, what happened), and when ctx ends before the index is
@@ -214,6 +215,9 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			s.pruneLoop(g, cfg.PruneInterval, s.stopPrune)
 		}()
 	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	s.warmReads(wctx)
+	cancel()
 	ok = true
 	s.log.Debug("kwal: store open", "config", cfg)
 	return s, nil
