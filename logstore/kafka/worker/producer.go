@@ -48,7 +48,8 @@ type Options struct {
 	MaxQueuedBytes int64
 	// ProduceTimeout fails a sent group's requests with ErrTimeout when
 	// Kafka has not answered by then. (A caller that also wants to bound its
-	// wait in the queue gives Wait a context with a deadline.)
+	// wait in the queue submits with SubmitBy's Deadline, or gives Wait a
+	// context with a deadline.)
 	ProduceTimeout time.Duration
 	// Linger holds back groups smaller than MaxBatchBytes until their oldest
 	// request is this old, to let more requests of the region join.
