@@ -148,12 +148,12 @@ func (m *costModel) planCosts(ranges []index.Range, target float64, gapBudget in
 // A topic no read has measured yet starts from the bytes per offset last
 // measured on any topic, as a seed its first response replaces. Without
 // it, a pass that knows nothing of its topic's sizes probes with one-batch
-// fetches, up to one per connection, and continues each: after a restart
-// that replays every region of 64 small topics, 64 passes did so at once
-// and most of the 156-580 fetches were such probes and continuations. A
-// seed that is wrong costs fetches or bytes (a chunk's byte limit is an
-// estimate either way), never records: the reader keeps exactly each
-// chunk's offsets and a short response is continued.
+// fetches, up to one per connection, and continues each (after a restart
+// that replays every region of 64 small topics, 64 passes at once). A seed
+// that is wrong costs fetches or bytes (a chunk's byte limit is an
+// estimate either way; at most one window of FetchMaxBytes is cut with it),
+// never records: the reader keeps exactly each chunk's offsets and a short
+// response is continued.
 type modelStore struct {
 	mu     sync.Mutex
 	m      costModel
