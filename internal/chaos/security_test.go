@@ -77,6 +77,8 @@ func TestSASLOnRealBroker(t *testing.T) {
 			}
 			require.Error(t, err, "a wrong password is refused")
 			require.Contains(t, strings.ToLower(err.Error()), "authentication", "the error says what failed: %v", err)
+			require.ErrorIs(t, err, kafka.ErrAuthFailed, "a real broker's refusal is classified as an authentication failure")
+			require.ErrorIs(t, err, kafka.ErrUnreachable)
 			require.Less(t, took, 2*time.Second+5*time.Second+3*time.Second, "refused within DialTimeout + RequestTimeout (+3 s margin)")
 			t.Logf("%s: wrong password refused after %v: %v", mech, took.Round(time.Millisecond), err)
 			require.NotContains(t, logs.String(), password, "no log line holds the password")

@@ -67,7 +67,7 @@ func TestTLSOnRealBroker(t *testing.T) {
 	require.NoError(t, s.DeleteNamespace(ctx, topic))
 	require.NoError(t, s.Close())
 
-	refused := func(what string, tc *kafka.TLSConfig, says ...string) {
+	refused := func(what string, tc *kafka.TLSConfig, says ...string) error {
 		s, took, err := open(tc)
 		if s != nil {
 			_ = s.Close()
@@ -81,12 +81,16 @@ func TestTLSOnRealBroker(t *testing.T) {
 			ok = ok || strings.Contains(msg, w)
 		}
 		require.True(t, ok, "%s: the error says what failed (one of %v): %v", what, says, err)
+		require.ErrorIs(t, err, kafka.ErrUnreachable, what)
+		return err
 	}
 	_, other := testutil.SelfSignedTLS(t) // a CA the broker's certificate was not signed by
 	untrusted := *good
 	untrusted.CAFile = other
-	refused("a broker certificate from an untrusted CA", &untrusted, "certificate", "x509")
+	err = refused("a broker certificate from an untrusted CA", &untrusted, "certificate", "x509")
+	require.ErrorIs(t, err, kafka.ErrTLS, "an untrusted broker certificate is classified as a TLS failure")
 	if mutual {
-		refused("no client certificate under mutual TLS", &kafka.TLSConfig{CAFile: good.CAFile}, "certificate", "tls", "eof", "reset")
+		err = refused("no client certificate under mutual TLS", &kafka.TLSConfig{CAFile: good.CAFile}, "certificate", "tls", "eof", "reset")
+		require.ErrorIs(t, err, kafka.ErrTLS, "the broker's refusal of a missing client certificate is classified as a TLS failure")
 	}
 }

@@ -25,7 +25,10 @@ type costModel struct {
 	latency float64 // seconds a fetch costs beyond its bytes
 	rate    float64 // bytes per second a fetch streams
 	perOff  float64 // bytes per offset
-	learned int     // fetches folded in by this read
+	// seeded is set while perOff is another topic's (see modelStore): the
+	// topic's first measured fetch replaces it rather than averaging in.
+	seeded  bool
+	learned int // fetches folded in by this read
 	// Samples behind latency and rate (a store's last read's count too):
 	// the first replaces the prior, later ones move an average.
 	nLatency, nRate int
@@ -68,6 +71,9 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64, timed bool) 
 			return x
 		}
 		return 0.7*old + 0.3*x
+	}
+	if m.seeded {
+		m.perOff, m.seeded = 0, false
 	}
 	m.perOff = ewma(m.perOff, float64(n)/float64(offsets), 1)
 	d := took.Seconds()
@@ -138,11 +144,22 @@ func (m *costModel) planCosts(ranges []index.Range, target float64, gapBudget in
 // modelStore keeps the store's latest learned latency and rate, and each
 // topic's bytes per offset, so that a read starts where the last one left
 // off (a topic's record sizes are its own; the broker's costs are shared).
+//
+// A topic no read has measured yet starts from the bytes per offset last
+// measured on any topic, as a seed its first response replaces. Without
+// it, a pass that knows nothing of its topic's sizes probes with one-batch
+// fetches, up to one per connection, and continues each (after a restart
+// that replays every region of 64 small topics, 64 passes at once). A seed
+// that is wrong costs fetches or bytes (a chunk's byte limit is an
+// estimate either way; at most one window of FetchMaxBytes is cut with it),
+// never records: the reader keeps exactly each chunk's offsets and a short
+// response is continued.
 type modelStore struct {
 	mu     sync.Mutex
 	m      costModel
 	ok     bool
 	perOff map[string]float64
+	last   float64 // bytes per offset last measured, on any topic
 }
 
 func (s *modelStore) load(topic string) costModel {
@@ -152,8 +169,35 @@ func (s *modelStore) load(topic string) costModel {
 	if s.ok {
 		m = s.m
 	}
-	m.perOff, m.learned = s.perOff[topic], 0
+	m.perOff, m.seeded, m.learned = s.perOff[topic], false, 0
+	if m.perOff == 0 && s.last > 0 {
+		m.perOff, m.seeded = s.last, true
+	}
 	return m
+}
+
+// seed gives an unknown model the bytes per offset last measured on any
+// topic (a running pass's first response included: see measured).
+func (s *modelStore) seed(m *costModel) {
+	if m.known() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last > 0 {
+		m.perOff, m.seeded = s.last, true
+	}
+}
+
+// measured records a topic's bytes per offset as a pass measured it,
+// before the pass ends, so that passes starting meanwhile need not probe.
+func (s *modelStore) measured(topic string, perOff float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perOff == nil {
+		s.perOff = make(map[string]float64)
+	}
+	s.perOff[topic], s.last = perOff, perOff
 }
 
 func (s *modelStore) save(topic string, m costModel) {
@@ -167,6 +211,9 @@ func (s *modelStore) save(topic string, m costModel) {
 		s.perOff = make(map[string]float64)
 	}
 	s.perOff[topic] = m.perOff
+	if !m.seeded && m.perOff > 0 {
+		s.last = m.perOff
+	}
 }
 
 func (s *modelStore) forget(topic string) {

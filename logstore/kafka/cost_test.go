@@ -110,3 +110,39 @@ func TestRangeSetOps(t *testing.T) {
 		require.Equal(t, want, set(d))
 	}
 }
+
+// TestModelSeed protects how a topic no read measured starts: from the
+// bytes per offset last measured on any topic (a running pass's first
+// response included), as a seed that the topic's first response replaces
+// rather than averages with; a topic measured keeps its own sizes; with
+// nothing measured the model stays unknown (the fetcher probes).
+func TestModelSeed(t *testing.T) {
+	var ms modelStore
+	m := ms.load("a")
+	require.False(t, m.known(), "nothing measured: no seed")
+	ms.seed(&m)
+	require.False(t, m.known())
+
+	ms.measured("a", 2000) // a's pass measured its first response
+	ms.seed(&m)
+	require.True(t, m.known())
+	require.True(t, m.seeded)
+	b := ms.load("b")
+	require.InDelta(t, 2000, b.perOff, 1e-9, "b starts from a's sizes")
+	require.True(t, b.seeded)
+	b.learn(time.Millisecond, 10_000, 100, true)
+	require.InDelta(t, 100, b.perOff, 1e-9, "b's first response replaces the seed")
+	require.False(t, b.seeded)
+	b.learn(time.Millisecond, 30_000, 100, true)
+	require.InDelta(t, 0.7*100+0.3*300, b.perOff, 1e-9, "later responses average in")
+	ms.save("b", b)
+
+	a := ms.load("a")
+	require.InDelta(t, 2000, a.perOff, 1e-9, "a keeps its own sizes")
+	require.False(t, a.seeded)
+	c := ms.load("c")
+	require.InDelta(t, b.perOff, c.perOff, 1e-9, "the seed is the last measured")
+	require.True(t, c.seeded)
+	ms.save("c", c) // learned nothing: saves nothing
+	require.InDelta(t, b.perOff, ms.load("d").perOff, 1e-9)
+}

@@ -219,7 +219,11 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			// The first batch may begin below head.off: its bytes
 			// span from its base. A fetch that shared the broker with
 			// others took their time too: its own cost is its share.
+			own := f.model.known() && !f.model.seeded
 			f.model.learn(res.took/time.Duration(max(head.shared, 1)), res.bytes, res.next-res.base, res.warm)
+			if !own {
+				f.s.models.measured(f.topic, f.model.perOff)
+			}
 		}
 		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next, control: res.control}) || res.fp.Err != nil {
 			return
@@ -305,6 +309,8 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 // fill starts queued chunks in order while there is room, cutting new
 // chunks from the plan as the queue drains.
 func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
+	// Another topic's measured sizes beat probing (see modelStore).
+	f.s.models.seed(&f.model)
 	for {
 		for _, sl := range f.queue {
 			if sl.join != nil || sl.started {

@@ -54,6 +54,21 @@ func TestRetryEvery(t *testing.T) {
 	require.ErrorIs(t, err, errBusy)
 	require.Contains(t, err.Error(), "last error: busy")
 
+	// The context ends during an attempt, which then fails with the
+	// context's own error: the error still names the cause before it
+	// (TestFetchErrorsAreRetriedOrReported failed under load without this).
+	dctx, dcancel := context.WithCancel(t.Context())
+	ended, err = retryEvery(dctx, 0, func(n int) (bool, error) {
+		if n == 0 {
+			return false, errBusy
+		}
+		dcancel()
+		return false, dctx.Err()
+	})
+	require.True(t, ended)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, errBusy)
+
 	// No cause: the context's error alone.
 	ended, err = retryEvery(ctx, time.Hour, func(int) (bool, error) { return false, nil })
 	require.True(t, ended)

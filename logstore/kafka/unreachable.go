@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -86,6 +87,7 @@ func unreachableReason(err error) error {
 		host    x509.HostnameError
 		header  tls.RecordHeaderError
 		alert   tls.AlertError
+		op      *net.OpError
 	)
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -95,6 +97,12 @@ func unreachableReason(err error) error {
 		return ErrAuthFailed
 	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &host),
 		errors.As(err, &header), errors.As(err, &alert):
+		return ErrTLS
+	case errors.As(err, &op) && op.Op == "remote error":
+		// crypto/tls reports an alert the broker sent (a client
+		// certificate it refused under mutual TLS: "remote error: tls:
+		// bad certificate") as a net.OpError of this Op around its
+		// unexported alert type; tls.AlertError is QUIC's.
 		return ErrTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return ErrBrokerTimeout

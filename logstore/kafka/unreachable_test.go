@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -118,6 +119,20 @@ func TestOpenSaysWhyNoBrokerAnswered(t *testing.T) {
 		c := testutil.NewCluster(t, kfake.TLS(srv))
 		err := open(t, t.Context(), c.ListenAddrs(), func(cfg *kafka.Config) {
 			cfg.TLS = &kafka.TLSConfig{} // the system roots do not know the certificate
+		})
+		mustBe(t, err, kafka.ErrTLS)
+	})
+
+	t.Run("client certificate refused", func(t *testing.T) {
+		t.Parallel()
+		// Mutual TLS: the broker asks for a client certificate the
+		// store does not have and sends an alert, which crypto/tls
+		// reports as a "remote error" (not as tls.AlertError).
+		srv, ca := testutil.SelfSignedTLS(t)
+		srv.ClientAuth = tls.RequireAnyClientCert
+		c := testutil.NewCluster(t, kfake.TLS(srv))
+		err := open(t, t.Context(), c.ListenAddrs(), func(cfg *kafka.Config) {
+			cfg.TLS = &kafka.TLSConfig{CAFile: ca}
 		})
 		mustBe(t, err, kafka.ErrTLS)
 	})
