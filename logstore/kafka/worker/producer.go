@@ -125,7 +125,6 @@ type request struct {
 	recRegion  []uint64 // region of each record
 	regions    []uint64 // distinct, in first-seen order
 	entryFirst []int    // index in recs of each entry's first record
-	entries    int      // entries of the call
 	mem        *recMem  // what recs, recRegion and entryFirst live in; nil once recycled
 	bytes      int64    // record bytes (keys and values)
 	dataBytes  int64    // entry data bytes
@@ -305,7 +304,6 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 	r := &request{
 		done:       make(chan struct{}),
 		mem:        mem,
-		entries:    len(entries),
 		entryFirst: mem.entryFirst[:len(entries)],
 		recs:       mem.recs,
 		recRegion:  mem.recRegion,

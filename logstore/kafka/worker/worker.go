@@ -324,7 +324,7 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
 			continue
 		}
-		offsets := make([]int64, r.entries)
+		offsets := make([]int64, len(r.entryFirst))
 		for i, at := range r.entryFirst {
 			offsets[i] = r.recs[at].Offset
 		}
@@ -364,7 +364,7 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 		tm.queueLen.Sub(float64(r.bytes))
 		switch {
 		case err == nil:
-			tm.entries.Add(float64(r.entries))
+			tm.entries.Add(float64(len(r.entryFirst))) // err == nil: from complete, before recycle
 			tm.bytes.Add(float64(r.dataBytes))
 		case errors.Is(err, ErrTimeout):
 			m.Errors.WithLabelValues("timeout").Inc()
