@@ -20,7 +20,12 @@ import (
 // yet handed to Kafka are withdrawn, those already handed may still be
 // written (the error says which).
 func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (logstore.AppendResult, error) {
-	if err := s.begin("append"); err != nil {
+	var first string
+	if len(entries) > 0 {
+		first = entries[0].Namespace
+	}
+	firstSlot, err := s.beginAppend(first)
+	if err != nil {
 		return logstore.AppendResult{}, err
 	}
 	defer s.end()
@@ -86,7 +91,13 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	pendings := append(sc.pendings[:0], make([]*worker.Pending, len(batches))...)
 	sc.pendings = pendings
 	for i, b := range batches {
-		p, err := s.producerBy(ctx, b.topic, dl)
+		slot := firstSlot // batches[0] is entries[0]'s namespace
+		if i > 0 {
+			s.mu.Lock()
+			slot = s.producers[b.topic]
+			s.mu.Unlock()
+		}
+		p, err := s.producerBy(ctx, b.topic, slot, dl)
 		if err != nil {
 			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
 		}
@@ -148,13 +159,23 @@ func (sc *appendScratch) put() {
 	appendScratchPool.Put(sc)
 }
 
-// producerBy is producer for AppendBatch: a topic whose producer is ready
-// costs a map lookup; otherwise making it (or waiting for another caller
-// making it) is bounded by dl.
-func (s *LogStore) producerBy(ctx context.Context, topic string, dl worker.Deadline) (*worker.Producer, error) {
+// beginAppend is begin for AppendBatch that also looks up topic's
+// producer slot (nil: none yet) under the same lock, so a call writing one
+// namespace takes the store's mutex once.
+func (s *LogStore) beginAppend(topic string) (*producerSlot, error) {
 	s.mu.Lock()
-	slot := s.producers[topic]
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("kwal: append: %w", logstore.ErrClosed)
+	}
+	s.ops.Add(1)
+	return s.producers[topic], nil
+}
+
+// producerBy is producer for AppendBatch given topic's slot as looked up
+// (nil: none): a ready producer costs nothing more; otherwise making it (or
+// waiting for another caller making it) is bounded by dl.
+func (s *LogStore) producerBy(ctx context.Context, topic string, slot *producerSlot, dl worker.Deadline) (*worker.Producer, error) {
 	if slot != nil {
 		select {
 		case <-slot.ready:
