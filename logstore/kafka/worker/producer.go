@@ -373,9 +373,9 @@ func (pd *Pending) Wait(ctx context.Context) ([]int64, error) {
 		// Cause: a deadline set with a cause (the store's ErrTimeout) says so.
 		// (A request the dispatcher withdrew at its Deadline is canceled too.)
 		if r.state.CompareAndSwap(stateQueued, stateCanceled) || r.state.Load() == stateCanceled {
-			return nil, fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", pd.topic, context.Cause(ctx))
+			return nil, withdrawnErr(pd.topic, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", pd.topic, context.Cause(ctx))
+		return nil, abandonedErr(pd.topic, context.Cause(ctx))
 	}
 }
 
@@ -418,4 +418,16 @@ func (p *Producer) Close(ctx context.Context) error {
 		}
 		return fmt.Errorf("kwal: close producer %q: %w", p.opts.Topic, ctx.Err())
 	}
+}
+
+// withdrawnErr is the error of a request withdrawn from the queue (by its
+// caller's Wait or at its Deadline): it was never sent.
+func withdrawnErr(topic string, cause error) error {
+	return fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", topic, cause)
+}
+
+// abandonedErr is the error of a request given up on after a lane took it:
+// franz-go may still write it.
+func abandonedErr(topic string, cause error) error {
+	return fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", topic, cause)
 }

@@ -254,11 +254,11 @@ func (w *worker) timeout(pt *part, dp *dispatch) {
 func (w *worker) expire(r *request) {
 	switch {
 	case r.state.CompareAndSwap(stateQueued, stateCanceled):
-		r.expired = fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", w.p.opts.Topic, r.deadline.Cause)
+		r.expired = withdrawnErr(w.p.opts.Topic, r.deadline.Cause)
 		w.dirty = true
 		w.finish(r, nil, r.expired)
 	case r.state.Load() == stateTaken:
-		w.finish(r, nil, fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", w.p.opts.Topic, r.deadline.Cause))
+		w.finish(r, nil, abandonedErr(w.p.opts.Topic, r.deadline.Cause))
 	}
 }
 
