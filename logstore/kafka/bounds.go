@@ -27,10 +27,10 @@ type readBounds struct {
 	flights map[string]*boundsFlight
 }
 
-// boundsFlight is one topic's lookup in flight and the one queued behind it.
+// boundsFlight is one topic's lookup in flight (it is in readBounds.flights
+// exactly while its goroutine runs) and the one queued behind it.
 type boundsFlight struct {
-	running bool
-	next    *boundsCall // the lookup the reads arriving now will share
+	next *boundsCall // the lookup the reads arriving now will share
 }
 
 // boundsCall is one lookup's outcome, final once done is closed.
@@ -102,22 +102,21 @@ func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, 
 	if b.flights == nil {
 		b.flights = make(map[string]*boundsFlight)
 	}
-	fl := b.flights[topic]
-	if fl == nil {
-		fl = &boundsFlight{}
-		b.flights[topic] = fl
-	}
-	if fl.next == nil {
-		fl.next = &boundsCall{done: make(chan struct{}), cohort: newCohort()}
-	}
-	call := fl.next
-	if !fl.running {
+	var call *boundsCall
+	if fl := b.flights[topic]; fl != nil {
+		// A lookup is in flight: share the one queued behind it.
+		if fl.next == nil {
+			fl.next = &boundsCall{done: make(chan struct{}), cohort: newCohort()}
+		}
+		call = fl.next
+	} else {
 		if !s.addReadGoroutines(1) {
 			b.mu.Unlock()
 			return 0, 0, nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
 		}
-		fl.running = true
-		fl.next = nil
+		fl = &boundsFlight{}
+		b.flights[topic] = fl
+		call = &boundsCall{done: make(chan struct{}), cohort: newCohort()}
 		go s.lookUpBounds(topic, fl, call)
 	}
 	call.cohort.add()
@@ -165,7 +164,6 @@ func (s *LogStore) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall
 		fl.next = nil
 		call.follower = next
 		if next == nil {
-			fl.running = false
 			delete(b.flights, topic)
 		}
 		b.mu.Unlock()

@@ -148,10 +148,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	lo := end
 	var below []regionFrom // regions asking for offsets below the log start
 	for region, id := range from {
-		off := int64(0)
-		if id > 0 {
-			off = int64(id) - 1
-		}
+		off := fromOffset(id)
 		if off < start {
 			below = append(below, regionFrom{region: region, id: id})
 			off = start

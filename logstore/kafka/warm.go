@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // warmReads prepares a freshly opened store for the replays a restart
@@ -57,13 +56,8 @@ func (s *LogStore) warmReads(ctx context.Context) {
 		wg.Go(func() {
 			all := true
 			for leader := range leaders {
-				req := kmsg.NewPtrFetchRequest()
-				req.ReplicaID = -1
-				req.MaxWaitMillis = 0
-				req.MinBytes = 0
-				req.MaxBytes = 1
-				req.SessionEpoch = -1
-				if _, err := cl.Broker(int(leader)).Request(ctx, req); err != nil {
+				// MinBytes 0: the broker answers at once.
+				if _, err := cl.Broker(int(leader)).Request(ctx, newFetchRequest(0, 0, 1)); err != nil {
 					s.log.Debug("kwal: open: warming a fetch connection", "broker", leader, "err", err)
 					all = false
 				}

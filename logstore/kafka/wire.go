@@ -57,16 +57,23 @@ type fetchResult struct {
 	err     error         // a final failure
 }
 
+// newFetchRequest is a sessionless consumer fetch request with no topic
+// yet, as the reads (and warmReads) send it.
+func newFetchRequest(maxWaitMillis, minBytes, maxBytes int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = maxWaitMillis
+	req.MinBytes = minBytes
+	req.MaxBytes = maxBytes
+	req.SessionEpoch = -1
+	return req
+}
+
 // fetchOnce issues one fetch request at off to the given leader. It touches
 // no reader state, so several may run at once.
 func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
 	s := f.s
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 100
-	req.MinBytes = 1
-	req.MaxBytes = max(maxBytes, 1)
-	req.SessionEpoch = -1
+	req := newFetchRequest(100, 1, max(maxBytes, 1))
 	t := kmsg.NewFetchRequestTopic()
 	t.Topic, t.TopicID = f.topic, topicID
 	p := kmsg.NewFetchRequestTopicPartition()
