@@ -29,6 +29,7 @@ func TestDumpChecksFindGaps(t *testing.T) {
 	damage, notes := c.report(1, 12, true, true, 0, false)
 	require.Equal(t, []string{"MISSING: 6 offset(s) hold no record, at [1, 3), [5, 7), [10, 12): records were cut from the log"}, damage)
 	require.Len(t, notes, 1, "no prune mark vouches for start 1")
+	require.Contains(t, notes[0], "UNVOUCHED: the log starts at offset 1 and no prune mark is in the log")
 
 	c = newDumpChecks()
 	c.record(&kgo.Record{Offset: 0}, ok)
@@ -48,6 +49,17 @@ func TestDumpChecksFindGaps(t *testing.T) {
 	damage, notes = c.report(5, 6, true, true, 9, true)
 	require.Equal(t, []string{"MISSING: the log ends at offset 6, below the offsets the index accounted for (up to 9): records [6, 9) were lost"}, damage)
 	require.Empty(t, notes)
+
+	// A prune mark whose point lies below the log start vouches for less
+	// than was deleted: noted, not damage.
+	mark = record.MarkPart(record.Mark{Prune: true, From: 0, Point: 3})
+	c = newDumpChecks()
+	c.record(&kgo.Record{Offset: 5, Key: mark.Key(), Value: mark.Data}, ok)
+	c.finish(5, 6, true)
+	damage, notes = c.report(5, 6, true, true, 0, false)
+	require.Empty(t, damage)
+	require.Len(t, notes, 1)
+	require.Contains(t, notes[0], "UNVOUCHED: the log starts at offset 5 and the prune marks speak for offsets below 3 only")
 
 	// More gaps than are named.
 	c = newDumpChecks()

@@ -53,6 +53,7 @@ func TestBenchMatrixJSON(t *testing.T) {
 		require.Positive(t, row.Kwal.Selectivity)
 	}
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Equal(t, 0, l.code, l.stderr)
 	require.NotContains(t, l.stdout, benchPrefix)
 }
 

@@ -41,6 +41,7 @@ func TestOpenWarmsReadsOfIndexedTopics(t *testing.T) {
 
 	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
 	warm, all := kafka.WarmFetchClients(s)
+	require.Positive(t, all, "the store has fetch clients to warm")
 	require.Equal(t, all, warm, "every fetch client warmed at Open")
 	require.True(t, kafka.KnowsTopicMeta(s, topic))
 	got := collect(t, s.Read(ctx, topic, 2, 0))
