@@ -1,5 +1,7 @@
 package kafka
 
+import "time"
+
 // SetJoinHook makes the store call fn whenever a read joins a running
 // pass, so that tests can start a shared pass's fetching once every read
 // has joined. Set it before any read starts.
@@ -33,4 +35,17 @@ func WaitCatchUp(s *LogStore, topic string) {
 	if done != nil {
 		<-done
 	}
+}
+
+// ForgetClientMetadata drops topic from the admin client's own metadata
+// cache (franz-go keeps it for MetadataMinAge, 100 ms), as if that long
+// had passed since the client last asked; kwal's cache of the reads'
+// leaders stays.
+func ForgetClientMetadata(s *LogStore, topic string) { s.admin.PurgeTopicsFromClient(topic) }
+
+// LatencySeed is the store's latency seed for reads' cost models (0: none).
+func LatencySeed(s *LogStore) time.Duration {
+	s.models.mu.Lock()
+	defer s.models.mu.Unlock()
+	return time.Duration(s.models.latencySeed * float64(time.Second))
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -16,6 +17,12 @@ import (
 // exchange (and TLS and SASL); a read keeps up to one fetch per client in
 // flight, so after a restart one region's replay paid that on every
 // connection (measured 5 ms of a 7–9 ms replay on the local Kafka broker).
+//
+// Each client then sends a second empty fetch, timed: on an open
+// connection it is a fetch's round trip with no data, and the lowest of
+// them seeds the cost model's latency (modelStore.sampleLatency), so that
+// the first reads price their plans (fetches against a scan of their span)
+// instead of fetching every planned range.
 //
 // Warming is best effort and bounded by ctx: a failure leaves a
 // connection to be opened by the read that needs it, as before. A store
@@ -66,6 +73,12 @@ func (s *LogStore) warmReads(ctx context.Context) {
 			// prices a fetch (see fetchClient).
 			if all {
 				s.fetchWarm[k].Store(true)
+				for leader := range leaders {
+					began := time.Now()
+					if _, err := cl.Broker(int(leader)).Request(ctx, newFetchRequest(0, 0, 1)); err == nil {
+						s.models.sampleLatency(time.Since(began))
+					}
+				}
 			}
 		})
 	}
