@@ -49,3 +49,11 @@ func LatencySeed(s *LogStore) time.Duration {
 	defer s.models.mu.Unlock()
 	return time.Duration(s.models.latencySeed * float64(time.Second))
 }
+
+// SizeSeed is the bytes per offset last measured on any topic, the seed of
+// topics no read measured yet (0: none).
+func SizeSeed(s *LogStore) float64 {
+	s.models.mu.Lock()
+	defer s.models.mu.Unlock()
+	return s.models.last
+}

@@ -85,18 +85,17 @@ func TestIndexedReadsEqualScansAfterRestart(t *testing.T) {
 	}
 }
 
-// TestSeededLatencyKeepsAnIndexedPlan: after a restart the cost model's
-// latency is seeded (Open's warming, the bounds lookup) before the read
-// knows what an offset of its topic weighs. The plan is not priced until it
-// does: priced with no sizes, every plan would cost its fetches' latencies
-// only and a scan of the span would always win. Region 1's few entries lie
-// between megabytes of region 2's: the read must fetch about its own
-// bytes, not the topic.
+// TestSeededLatencyKeepsAnIndexedPlan: a store's first read has its cost
+// model's latency seeded (by its own bounds lookup) before it knows what an
+// offset of its topic weighs (the store wrote the topic, and never read or
+// weighed it). The plan is not priced until it does: priced with no sizes,
+// every plan would cost its fetches' latencies only and a scan of the span
+// would always win. Region 1's few entries lie between megabytes of region
+// 2's: the read must fetch about its own bytes, not the topic.
 func TestSeededLatencyKeepsAnIndexedPlan(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)
-	dir := t.TempDir()
-	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	w := openStore(t, brokers, nil)
 	topic := newTopic(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -121,11 +120,8 @@ func TestSeededLatencyKeepsAnIndexedPlan(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	require.NoError(t, w.Close())
-
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
 	var st kafka.ReadStats
-	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{Stats: &st}))
+	got := collect(t, w.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{Stats: &st}))
 	require.Len(t, got, 20)
 	require.Equal(t, "indexed", st.Plan)
 	require.LessOrEqual(t, st.FetchedBytes, 2*own, "region 1 fetched about its own bytes, not the 6 MB topic")
@@ -137,6 +133,7 @@ func TestSeededLatencyKeepsAnIndexedPlan(t *testing.T) {
 // connections and the head's fetch held by the broker, the pass keeps
 // fetching the ranges behind it on the other connection (before, it sent
 // one, and waited for the head with both connections counted busy).
+// Region 1's ranges lie 3 MB apart, so that the plan stays indexed.
 // (kfake only: the broker holds the head's fetch.)
 func TestLandedFetchFreesItsConnection(t *testing.T) {
 	t.Parallel()
@@ -145,29 +142,33 @@ func TestLandedFetchFreesItsConnection(t *testing.T) {
 	}
 	c := testutil.NewCluster(t)
 	brokers := c.ListenAddrs()
-	dir := t.TempDir()
-	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	// One lane: two fetch connections (the lane's and the admin client's).
+	// The store that writes reads (its Open weighed no batch, so its
+	// first fetches are one-batch probes).
+	s := openStore(t, brokers, func(c *kafka.Config) { c.ProduceLanes = 1 })
 	topic := newTopic(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(6, 6))
 	const runs = 6
+	data := payload(rng, 64<<10)
 	for run := range runs {
 		var es []logstore.Entry
 		for range 5 {
-			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: payload(rng, 100)})
+			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: data})
 		}
-		_, err := w.AppendBatch(ctx, es)
+		_, err := s.AppendBatch(ctx, es)
 		require.NoError(t, err)
 		if run < runs-1 {
-			es = es[:0]
-			for range 40 {
-				es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: payload(rng, 100)})
+			for range 3 {
+				es = es[:0]
+				for range 16 {
+					es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: data})
+				}
+				_, err = s.AppendBatch(ctx, es)
+				require.NoError(t, err)
 			}
-			_, err = w.AppendBatch(ctx, es)
-			require.NoError(t, err)
 		}
 	}
-	require.NoError(t, w.Close())
 
 	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -203,8 +204,6 @@ func TestLandedFetchFreesItsConnection(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	// One lane: two fetch connections (the lane's and the admin client's).
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir; c.ProduceLanes = 1 })
 	got, err := readErr(s.ReadWith(readCtx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{}))
 	require.NoError(t, err, "the pass fetched no further than the held head's neighbour: landed fetches kept their connections")
 	require.Len(t, got, 5*runs)
@@ -283,4 +282,42 @@ func TestReadBoundsAskTheLeaderOnly(t *testing.T) {
 	failNext.Store(true)
 	require.Equal(t, want, ids(), "a failed lookup at the leader falls back to the full lookup")
 	require.Positive(t, metadata.Load(), "the fallback asked for metadata")
+}
+
+// TestRestartedReadFetchesSizedRanges: Open samples one record batch of
+// the topic its index covers furthest, so a replay right after a restart
+// knows what an offset weighs before its first fetch: a range of several
+// batches is fetched whole in one fetch. (Without the sample, its first
+// fetch is a one-batch probe, and the rest of the range a second fetch
+// once the probe landed: a round trip more in one region's replay.)
+func TestRestartedReadFetchesSizedRanges(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	topic := newTopic(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(8, 8))
+	call := func(region logstore.RegionID) {
+		var es []logstore.Entry
+		for range 3 {
+			es = append(es, logstore.Entry{Namespace: topic, Region: region, Data: payload(rng, 1000)})
+		}
+		_, err := w.AppendBatch(ctx, es)
+		require.NoError(t, err)
+	}
+	for range 5 { // region 1: one range of 5 batches
+		call(1)
+	}
+	for range 3 { // then region 2's batches, of the same shape
+		call(2)
+	}
+	require.NoError(t, w.Close())
+
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	require.Positive(t, kafka.SizeSeed(s), "Open weighed a batch")
+	var st kafka.ReadStats
+	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{Stats: &st}))
+	require.Len(t, got, 15)
+	require.Equal(t, 1, st.Fetches, "the 5 batches in one fetch")
 }
