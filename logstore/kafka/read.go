@@ -294,6 +294,9 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 	var off, accFrom int64
 	report := func() {
 		if rg.Scan && off > accFrom && r.s.index != nil {
+			if h := r.s.scanReportHook; h != nil {
+				h(r.topic)
+			}
 			r.s.gate.update(r.topic, r.gen, func() { r.s.index.ObserveScan(r.topic, accFrom, off, runs) })
 		}
 		runs, accFrom = runs[:0], off
