@@ -91,9 +91,14 @@ func TestDump(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "1 entries, 50 B")
 	require.Regexp(t, `SKIPPED \(--skip-corrupt\): 1 kwal record\(s\) failing their checksum, [01] record\(s\) not kwal's, 0 offset\(s\) missing`, r.stdout, "what was skipped is said")
+	// Region 1's entries lie before the damage, but the damaged record may
+	// have been any region's (its key fails the checksum with its value):
+	// the replay before did not index it as anyone's, so this one meets it
+	// too, and says it skipped it.
 	r = kwal(t, nil, append([]string{"replay", "-n", "dumped", "-r", "1", "--skip-corrupt", "--log-level", "error"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.NotContains(t, r.stdout, "SKIPPED", "region 1's entries lie before the damage")
+	require.Contains(t, r.stdout, "2 entries, 200 B")
+	require.Regexp(t, `SKIPPED \(--skip-corrupt\): 1 kwal record\(s\) failing their checksum`, r.stdout, "the damaged record was met again")
 	// The index matches the log, but the log lost what offset 5 held.
 	r = kwal(t, nil, append([]string{"index", "verify", "-n", "dumped", "--log-level", "error"}, flags...)...)
 	require.Equal(t, exitMismatch, r.code, r.stderr)

@@ -176,8 +176,11 @@ type Config struct {
 	ReadHoldBytes int64
 
 	// SkipCorrupt makes reads skip records that are not kwal's or fail
-	// their checksum (counting each in kwal_read_skipped_records_total and
-	// logging it) instead of failing with ErrCorrupt. Default false.
+	// their checksum, and offsets missing from the log (counting each in
+	// kwal_read_skipped_records_total and logging it), instead of failing
+	// with ErrCorrupt. What a read skips stays out of the index, so later
+	// reads without SkipCorrupt still fail on it; Prune never skips.
+	// Default false.
 	SkipCorrupt bool
 
 	// TLS enables TLS to the brokers when non-nil.

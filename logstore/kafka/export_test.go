@@ -57,3 +57,19 @@ func SizeSeed(s *LogStore) float64 {
 	defer s.models.mu.Unlock()
 	return s.models.last
 }
+
+// SetScanReportHook makes every read call fn before it hands what it
+// scanned to the index, and Close call closed once it has closed the
+// index gate (gate.go), so that tests can race them deterministically. Set
+// it before any read starts.
+func SetScanReportHook(s *LogStore, fn func(topic string), closed func()) {
+	s.scanReportHook = fn
+	s.gate.closedHook = closed
+}
+
+// IndexSpan returns the index's accounted span [C, W) of topic; ok is false
+// when the index does not cover it.
+func IndexSpan(s *LogStore, topic string) (c, w int64, ok bool) {
+	ts, found := s.index.(pruneIndex).Stats(topic, false)
+	return ts.C, ts.W, found && ts.Covered
+}

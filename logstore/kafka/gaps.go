@@ -52,8 +52,10 @@ func controlSpans(raw []byte) []span {
 // gap checks offsets [from, to) that the response held no record for: they
 // must all be control batches' offsets. Otherwise the read fails with a
 // MissingError naming the first missing run, or, with SkipCorrupt, counts
-// every missing offset and logs each run.
-func (r *reader) gap(from, to int64, control []span) error {
+// every missing offset, logs each run and returns the runs (which the
+// index must not account for: see consume).
+func (r *reader) gap(from, to int64, control []span) ([]span, error) {
+	var missing []span
 	for from < to {
 		covered := false
 		for _, c := range control {
@@ -72,15 +74,16 @@ func (r *reader) gap(from, to int64, control []span) error {
 				end = c.from
 			}
 		}
-		if !r.s.cfg.SkipCorrupt {
-			return &logstore.MissingError{Namespace: r.topic, From: from, To: end,
+		if !r.skipCorrupt() {
+			return nil, &logstore.MissingError{Namespace: r.topic, From: from, To: end,
 				Why: fmt.Sprintf("the fetched records jump from offset %d to %d, and no transaction marker fills the gap (records deleted from the middle of the log)", from, end)}
 		}
 		r.stats.Missing += end - from
 		r.s.skipMissing(r.topic, end-from, from, end, "gap in the log")
+		missing = append(missing, span{from, end})
 		from = end
 	}
-	return nil
+	return missing, nil
 }
 
 // skipMissing counts and logs n missing offsets within [from, to), skipped

@@ -19,6 +19,8 @@ type indexGate struct {
 	mu     sync.RWMutex
 	closed bool
 	gen    map[string]uint64 // per topic: how many times DeleteNamespace dropped it
+
+	closedHook func() // tests: called when close has closed the gate
 }
 
 // generation returns the topic's current generation, for a read starting.
@@ -53,6 +55,9 @@ func (g *indexGate) drop(topic string) {
 // close ends every read's updates.
 func (g *indexGate) close() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.closed = true
+	g.mu.Unlock()
+	if g.closedHook != nil {
+		g.closedHook()
+	}
 }

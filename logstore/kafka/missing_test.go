@@ -169,6 +169,69 @@ func TestGapInLogIsReported(t *testing.T) {
 	require.EqualValues(t, 1, stats.Missing)
 }
 
+// TestSkippedGapStaysUnindexed protects reads without SkipCorrupt from an
+// index that a read with it updated: offsets missing from the log may have
+// held any region's entry, so the read that skips them must not index them
+// as holding no entry. Region 1's records lie before and after 20 large
+// records of region 2, one of which is missing (kfake serves the log minus
+// that batch). After a store with SkipCorrupt read both regions and
+// checkpointed its index, a store without it reads region 1 through that
+// index: it must meet the gap and fail with a MissingError, as a scan of
+// the log would, rather than fetch region 1's two runs and pass the
+// missing offset by.
+func TestSkippedGapStaysUnindexed(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	ctx := context.Background()
+	topic := newTopic(t)
+	s := openStore(t, c.ListenAddrs(), nil)
+	appendOne := func(region logstore.RegionID, data []byte) {
+		_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: region, Data: data}})
+		require.NoError(t, err)
+	}
+	for i := range 5 {
+		appendOne(1, []byte(fmt.Sprintf("a%d", i)))
+	}
+	for i := range 20 {
+		appendOne(2, append([]byte(fmt.Sprintf("b%d-", i)), make([]byte, 50<<10)...))
+	}
+	for i := range 5 {
+		appendOne(1, []byte(fmt.Sprintf("c%d", i)))
+	}
+	resp := fetchAll(t, c.ListenAddrs(), topic)
+	rp := &resp.Topics[0].Partitions[0]
+	rp.RecordBatches = dropBatch(t, rp.RecordBatches, 10) // region 2's
+	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		out := *resp
+		out.SetVersion(kreq.GetVersion())
+		return &out, nil, true
+	})
+
+	dir := t.TempDir()
+	skip := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) { cfg.SkipCorrupt = true; cfg.IndexDir = dir })
+	var stats kafka.ReadStats
+	got, err := readErr(skip.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0, 2: 0}, kafka.ReadOptions{Stats: &stats}))
+	require.NoError(t, err)
+	require.Len(t, got, 29)
+	require.EqualValues(t, 1, stats.Missing)
+	require.NoError(t, skip.Close()) // checkpoints the index
+
+	strict := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) { cfg.IndexDir = dir })
+	for range 2 {
+		got, err = readErr(strict.Read(ctx, topic, 1, 0))
+		var me *logstore.MissingError
+		require.ErrorAs(t, err, &me, "the missing offset was passed by silently")
+		require.Equal(t, int64(10), me.From)
+		require.Len(t, got, 5, "region 1's entries before the gap")
+	}
+	// Past the gap, region 1 is read through the index.
+	got, err = readErr(strict.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 12}, kafka.ReadOptions{Stats: &stats}))
+	require.NoError(t, err)
+	require.Len(t, got, 5)
+	require.Positive(t, stats.IndexRanges)
+}
+
 // fetchAll fetches the topic's partition 0 from offset 0 in one response.
 func fetchAll(t *testing.T, brokers []string, topic string) *kmsg.FetchResponse {
 	t.Helper()
@@ -180,11 +243,11 @@ func fetchAll(t *testing.T, brokers []string, topic string) *kmsg.FetchResponse 
 	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	require.NoError(t, err)
 	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1<<20, -1
+	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 16<<20, -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic, rt.TopicID = topic, td[topic].ID
 	p := kmsg.NewFetchRequestTopicPartition()
-	p.PartitionMaxBytes, p.LogStartOffset, p.CurrentLeaderEpoch = 1<<20, -1, -1
+	p.PartitionMaxBytes, p.LogStartOffset, p.CurrentLeaderEpoch = 16<<20, -1, -1
 	rt.Partitions = append(rt.Partitions, p)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)

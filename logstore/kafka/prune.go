@@ -266,12 +266,13 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 // scanIntoIndex scans ranges of the topic (ascending, below end) in a pass
 // of its own (no read joins it), whose decoding loop reports the scanned
 // records to the index and notes the marks. Records that are not kwal's
-// count as holding no entry; a kwal record that fails to decode fails the
-// scan. Index updates go through the gate with generation gen.
+// count as holding no entry; a kwal record that fails to decode, or a gap,
+// fails the scan, even with SkipCorrupt. Index updates go through the gate
+// with generation gen.
 func (s *LogStore) scanIntoIndex(ctx context.Context, topic string, gen uint64, ranges []index.Range, end int64) error {
 	f := &fetcher{s: s, topic: topic, model: s.models.load(topic), pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
 	f.stats.plan = "scan"
-	r := &reader{s: s, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, foreignOK: true,
+	r := &reader{s: s, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, indexOnly: true,
 		route: &router{regions: map[uint64][]*route{}}}
 	r.yield = r.route.dispatch
 	ctx, cancel := context.WithCancel(ctx)

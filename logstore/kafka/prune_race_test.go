@@ -314,4 +314,15 @@ func TestCorruptRecordStopsEveryPrune(t *testing.T) {
 		var ce *logstore.CorruptError
 		require.ErrorAs(t, err, &ce, "read %d", i)
 	}
+	// A store that skips corrupt records in reads does not skip them in
+	// Prune's catch-up: its Prune fails on the record too (it used to count
+	// it as holding no entry and delete past it).
+	skip := openStore(t, brokers, func(c *kafka.Config) { c.SkipCorrupt = true })
+	_, err = skip.Prune(ctx, topic)
+	var ce *logstore.CorruptError
+	require.ErrorAs(t, err, &ce, "prune with SkipCorrupt")
+	require.Equal(t, bad, ce.Offset)
+	_, err = readErr(s.Read(ctx, topic, 1, res.LastEntryIDs[1]))
+	require.ErrorAs(t, err, &ce, "the corrupt record is still in the log")
+	require.Equal(t, bad, ce.Offset)
 }

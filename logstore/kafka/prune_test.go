@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -318,6 +320,66 @@ func TestRetentionPastEveryPrune(t *testing.T) {
 	_, err = readErr(blind.Read(ctx, topic, 2, ids[2][1]+1))
 	require.ErrorIs(t, err, logstore.ErrPruned, "still nothing vouches for the records below the retention's start")
 	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][3]+1)), 2, "the first store learns the prune mark")
+}
+
+// TestRetentionProofSurvivesRestart protects the index's proof about what
+// retention deleted across restarts: the span it accounted for when its C
+// rose with the log start is checkpointed with it. Here the proof is held
+// only by that span: after the start rose, enough appends make the next
+// checkpoint a new base (which holds no runs below C) and delete the
+// files that covered the deleted offsets. A restarted store still answers
+// the read of region 2, which lost nothing it needs, and still refuses the
+// one from its lost entry. (The span used to live in memory only, and the
+// first read answered ErrPruned.)
+func TestRetentionProofSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	ctx := context.Background()
+	topic := newTopic(t)
+	ids := map[logstore.RegionID][]logstore.EntryID{}
+	for i := range 6 {
+		for _, r := range []logstore.RegionID{1, 2} {
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
+			require.NoError(t, err)
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
+	require.NoError(t, s.Close())
+	deleteRecords(t, brokers, topic, int64(ids[2][2])-1) // region 2 lost nothing it needs
+
+	s = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][1]+1)), 4, "the checkpoint covers the deleted offsets")
+	// The read raised C to the log start. 100 other regions append 50
+	// times: the next checkpoint's delta outgrows the base, so it writes a
+	// new base and deletes the older files.
+	for i := range 50 {
+		var batch []logstore.Entry
+		for r := range logstore.RegionID(100) {
+			batch = append(batch, logstore.Entry{Namespace: topic, Region: 10 + r, Data: fmt.Appendf(nil, "%d", i)})
+		}
+		_, err := s.AppendBatch(ctx, batch)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	files, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name())
+	}
+	require.Len(t, names, 1, "one file left: the new base")
+	require.True(t, strings.HasSuffix(names[0], ".base") && !strings.HasSuffix(names[0], ".0000000000000001.base"), "%v", names)
+
+	s = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	got := collect(t, s.Read(ctx, topic, 2, ids[2][1]+1))
+	require.Len(t, got, 4, "after a restart the index still proves region 2 lost nothing")
+	require.Equal(t, ids[2][2], got[0].ID)
+	_, err = readErr(s.Read(ctx, topic, 2, ids[2][1]))
+	require.ErrorIs(t, err, logstore.ErrPruned, "region 2's second entry is gone")
 }
 
 // deleteRecords deletes the topic's records below offset at, as retention

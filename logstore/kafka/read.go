@@ -235,9 +235,12 @@ type reader struct {
 	from  map[uint64]int64 // first offset wanted, per region (the lowest of its reads')
 	stats ReadStats
 
-	// foreignOK accounts records that are not kwal's as holding no entry
-	// instead of failing (Prune's catch-up scan; pruned.go).
-	foreignOK bool
+	// indexOnly marks a scan that only feeds the index (scanIntoIndex):
+	// records that are not kwal's count as holding no entry instead of
+	// failing, and a corrupt record or a gap fails it even with
+	// SkipCorrupt (it yields nothing, so skipping gains nothing, and
+	// Prune's error then names the damage).
+	indexOnly bool
 
 	// Per-record counters, added to the metrics when the read ends.
 	otherRegion, beforeStart int
@@ -291,11 +294,38 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 	var off, accFrom int64
 	report := func() {
 		if rg.Scan && off > accFrom && r.s.index != nil {
+			if h := r.s.scanReportHook; h != nil {
+				h(r.topic)
+			}
 			r.s.gate.update(r.topic, r.gen, func() { r.s.index.ObserveScan(r.topic, accFrom, off, runs) })
 		}
 		runs, accFrom = runs[:0], off
 	}
 	defer report()
+	// skip leaves [from, to) unaccounted: a record skipped under
+	// SkipCorrupt (undecodable, it may be any region's entry) or offsets
+	// missing from the log. Reported as holding no entry, they would let
+	// every later read, with SkipCorrupt or not, pass them by silently;
+	// left out, the index's span stops below them (W cannot cross offsets
+	// nobody reported), so later reads scan them and meet the damage.
+	skip := func(from, to int64) {
+		off = from
+		report()
+		off, accFrom = to, to
+	}
+	// accountGap accounts for [off, to), offsets that returned no record:
+	// transaction markers hold no entry; the missing runs are skipped.
+	accountGap := func(to int64, missing []span) {
+		for _, m := range missing {
+			if m.from > off {
+				runs = index.AppendRun(runs, index.Run{Start: off, Count: m.from - off, Foreign: true})
+			}
+			skip(m.from, m.to)
+		}
+		if to > off {
+			runs = index.AppendRun(runs, index.Run{Start: off, Count: to - off, Foreign: true})
+		}
+	}
 	for f := range ch {
 		if f.err != nil {
 			return f.err
@@ -316,14 +346,16 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 				break
 			}
 			if rec.Offset > off {
-				if err := r.gap(off, rec.Offset, f.control); err != nil {
+				missing, err := r.gap(off, rec.Offset, f.control)
+				if err != nil {
 					return err
 				}
 				if rg.Scan {
-					runs = index.AppendRun(runs, index.Run{Start: off, Count: rec.Offset - off, Foreign: true})
+					accountGap(rec.Offset, missing)
 				}
+				off = rec.Offset
 			}
-			region, kwal, err := r.handle(rec)
+			region, holds, err := r.handle(rec)
 			if err != nil {
 				// Not accounted for: a record that ends the read (one
 				// that fails to decode may be any region's entry) must
@@ -331,8 +363,12 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 				// would pass it by.
 				return err
 			}
-			if rg.Scan {
-				runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: !kwal})
+			switch {
+			case !rg.Scan:
+			case holds == holdsUnknown:
+				skip(rec.Offset, rec.Offset+1)
+			default:
+				runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: holds == holdsNone})
 			}
 			off = rec.Offset + 1
 		}
@@ -342,11 +378,12 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 		// Offsets up to next that returned no record must be transaction
 		// markers (see gap).
 		if end := min(f.next, rg.End); end > off {
-			if err := r.gap(off, end, f.control); err != nil {
+			missing, err := r.gap(off, end, f.control)
+			if err != nil {
 				return err
 			}
 			if rg.Scan {
-				runs = index.AppendRun(runs, index.Run{Start: off, Count: end - off, Foreign: true})
+				accountGap(end, missing)
 			}
 			off = end
 		}
@@ -360,39 +397,54 @@ func (r *reader) consume(ctx context.Context, ch <-chan fetched) error {
 	return ctx.Err()
 }
 
+// skipCorrupt reports whether the pass skips corrupt records and gaps.
+func (r *reader) skipCorrupt() bool { return r.s.cfg.SkipCorrupt && !r.indexOnly }
+
+// holding is what a scanned record tells the index about its offset.
+type holding int8
+
+const (
+	holdsNone    holding = iota // no entry: a mark, or a record that is not kwal's
+	holdsEntry                  // a part of its region's entry
+	holdsUnknown                // skipped under SkipCorrupt: undecodable, it may be any region's entry
+)
+
 // handle decodes one record and feeds the assembler. It reports the
-// record's region, whether it is kwal's, and a read-ending error.
-func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
+// record's region, what it holds, and a read-ending error.
+func (r *reader) handle(rec *kgo.Record) (uint64, holding, error) {
 	s := r.s
 	r.stats.Records++
 	p, err := record.Decode(rec.Key, rec.Value)
 	if err == nil && p.Kind == record.KindMark {
 		r.noteMark(rec.Offset, p)
-		return 0, false, nil // holds no entry
+		return 0, holdsNone, nil
 	}
 	if err != nil {
 		kind := "corrupt"
 		if errors.Is(err, record.ErrNotKwal) {
 			kind = "foreign"
 		}
-		if r.foreignOK && kind == "foreign" {
-			return 0, false, nil // holds no entry of kwal's
+		if r.indexOnly && kind == "foreign" {
+			return 0, holdsNone, nil
 		}
-		if !s.cfg.SkipCorrupt {
-			return 0, false, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
+		if !r.skipCorrupt() {
+			return 0, holdsNone, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
 		}
 		s.metrics.skipped.WithLabelValues(kind).Inc()
 		s.log.Warn("kwal: skipping a record that is not a valid kwal record", "topic", r.topic, "offset", rec.Offset, "kind", kind, "err", err)
-		return 0, false, nil
+		if kind == "foreign" {
+			return 0, holdsNone, nil // not kwal's: no entry (index/doc.go)
+		}
+		return 0, holdsUnknown, nil
 	}
 	from, ok := r.from[p.Region]
 	if !ok {
 		r.otherRegion++ // counted once per read: this runs for every record
-		return p.Region, true, nil
+		return p.Region, holdsEntry, nil
 	}
 	if rec.Offset < from {
 		r.beforeStart++
-		return p.Region, true, nil
+		return p.Region, holdsEntry, nil
 	}
 	st, err := r.asm.Add(rec.Offset, p)
 	if st.Dropped {
@@ -403,15 +455,15 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 		}
 	}
 	if errors.Is(err, record.ErrCutShort) {
-		return p.Region, true, fmt.Errorf("kwal: read %q: %w (now %d bytes): %w", r.topic, ErrHoldExceeded, s.cfg.ReadHoldBytes, err)
+		return p.Region, holdsEntry, fmt.Errorf("kwal: read %q: %w (now %d bytes): %w", r.topic, ErrHoldExceeded, s.cfg.ReadHoldBytes, err)
 	}
 	if err != nil {
-		if !s.cfg.SkipCorrupt {
-			return p.Region, true, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
+		if !r.skipCorrupt() {
+			return p.Region, holdsEntry, &logstore.CorruptError{Namespace: r.topic, Offset: rec.Offset, Err: err}
 		}
 		s.metrics.skipped.WithLabelValues("corrupt").Inc()
 		s.log.Warn("kwal: skipping an entry that fails its checksum", "topic", r.topic, "offset", rec.Offset, "err", err)
-		return p.Region, true, nil
+		return p.Region, holdsEntry, nil
 	}
 	if st.Complete {
 		e := logstore.Entry{Namespace: r.topic, Region: logstore.RegionID(st.Entry.Region), ID: logstore.EntryID(st.Entry.First + 1), Data: st.Entry.Data}
@@ -426,13 +478,13 @@ func (r *reader) handle(rec *kgo.Record) (uint64, bool, error) {
 	}
 	if st.Complete || st.Dropped {
 		if err := r.release(false); err != nil {
-			return p.Region, true, err
+			return p.Region, holdsEntry, err
 		}
 	}
 	if err := r.hold(rec.Offset); err != nil {
-		return p.Region, true, err
+		return p.Region, holdsEntry, err
 	}
-	return p.Region, true, nil
+	return p.Region, holdsEntry, nil
 }
 
 // hold keeps the pass's held entries and open entries within

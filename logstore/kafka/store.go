@@ -71,6 +71,9 @@ type LogStore struct {
 	readBounds readBounds
 	joinHook   func()     // tests: called when a read joins a running pass
 	models     modelStore // the last read's cost model, where the next starts
+	// scanReportHook (tests) is called before a read hands what it
+	// scanned to the index, through the gate.
+	scanReportHook func(topic string)
 	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
 	// once already.
 	fetchWarm []atomic.Bool

@@ -165,7 +165,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 		return 0, nil
 	}
 	base := t.needBase || ps.baseSeq == 0
-	if !base && t.c == ps.c && t.w == ps.w && len(t.dirty) == 0 {
+	if !base && t.c == ps.c && t.w == ps.w && len(t.dirty) == 0 && !t.deletedDirty {
 		t.mu.Unlock()
 		return 0, nil
 	}
@@ -183,8 +183,8 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 	}
 	dirty := t.dirty
 	t.dirty = make(map[uint64]struct{})
-	hadNeedBase := t.needBase
-	t.needBase = false
+	hadNeedBase, hadDeletedDirty := t.needBase, t.deletedDirty
+	t.needBase, t.deletedDirty = false, false
 	c, w := t.c, t.w
 	t.mu.Unlock()
 
@@ -202,6 +202,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 			}
 		}
 		t.needBase = t.needBase || hadNeedBase
+		t.deletedDirty = t.deletedDirty || (hadDeletedDirty && t.deleted != nil)
 		t.mu.Unlock()
 		return 0, fmt.Errorf("index: topic %q: writing checkpoint %s: %w", t.name, name, err)
 	}
@@ -268,7 +269,7 @@ func (t *topic) listFilesLocked(ctx context.Context, st Store) error {
 
 // baseLocked returns the base file of the topic's current state.
 func (t *topic) baseLocked(seq uint64) *checkpointFile {
-	f := &checkpointFile{Kind: kindBase, Topic: t.name, Seq: seq, BaseSeq: seq, C: t.c, Low: t.c, W: t.w}
+	f := &checkpointFile{Kind: kindBase, Topic: t.name, Seq: seq, BaseSeq: seq, C: t.c, Low: t.c, W: t.w, Deleted: t.deleted}
 	ids := make([]uint64, 0, len(t.regions))
 	for id := range t.regions {
 		ids = append(ids, id)
@@ -283,6 +284,9 @@ func (t *topic) baseLocked(seq uint64) *checkpointFile {
 // deltaLocked returns the delta file from a previous file whose W was low.
 func (t *topic) deltaLocked(seq, baseSeq uint64, low int64) *checkpointFile {
 	f := &checkpointFile{Kind: kindDelta, Topic: t.name, Seq: seq, BaseSeq: baseSeq, C: t.c, Low: low, W: t.w}
+	if t.deletedDirty {
+		f.Deleted = t.deleted
+	}
 	ids := make([]uint64, 0, len(t.dirty))
 	for id := range t.dirty {
 		if _, ok := t.regions[id]; ok {
@@ -426,6 +430,7 @@ func (t *topic) load(ctx context.Context, st Store, files []storedFile) []loadFa
 	ps.c, ps.w = t.c, t.w
 	t.needBase = !clean
 	clear(t.dirty)
+	t.deletedDirty = false
 	t.wm.Set(float64(t.w))
 	return fails
 }
@@ -456,6 +461,11 @@ func (t *topic) applyLocked(f *checkpointFile) {
 		}
 	}
 	t.w = max(t.w, f.W)
+	if f.Deleted != nil {
+		// The span the index held at this checkpoint; it replaces what
+		// raiseCLocked derived above from the previous file's runs.
+		t.deleted = f.Deleted
+	}
 }
 
 // checkpointAll checkpoints every topic, returning the bytes written.

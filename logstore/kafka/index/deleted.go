@@ -13,9 +13,17 @@ package index
 // It lets a read from below the log start that no prune mark vouches for
 // (retention past every prune point, or a prune racing the read) still be
 // answered exactly when the index had accounted for the deleted offsets:
-// see HadNone. It lives in memory only: a checkpoint stores C, not what
-// lay below it, so after a restart only what the checkpoint still covered
-// (C below the new log start) can be proven.
+// see HadNone. Checkpoints carry it (format.go, the deleted section), so it
+// survives a restart: a base holds the topic's span, a delta the span when
+// it changed since the previous file. That is safe because the span is a
+// fact about the log's past, not about its present: once true (the
+// coverage invariant held over [from, point) when C rose past it) it stays
+// true for that log, so any file's span, old or new, paired with any later
+// state, proves only true things; a state loaded from a prefix of the
+// chain has the span of the same checkpoint or an older one. What ends
+// the log's identity (Start finding the log ended below W: the topic was
+// truncated or recreated) discards the span with the coverage
+// (resetLocked), and the base written next carries none.
 
 // deletedSpan is what the index knew of the offsets [from, point) when they
 // left the accounted span.
@@ -48,6 +56,7 @@ func (t *topic) noteDeletedLocked(x int64) {
 			last[id] = l
 		}
 	}
+	t.deletedDirty = true
 	if d := t.deleted; d != nil && from <= d.point && point >= d.from {
 		d.from, d.point = min(d.from, from), max(d.point, point)
 		for id, l := range last {

@@ -9,9 +9,15 @@
 // Per topic the index keeps an accounted span [C, W) of offsets. The
 // coverage invariant: for every offset o in [C, W), o is in the offset set
 // of the region whose record it holds, or in no set when it holds no kwal
-// entry (a "foreign" record: written by another program, undecodable, or an
-// offset with no record at all); the one exception is a region's offsets
-// below its Obsolete point ("dropped below", d_r), which are removed. So
+// entry (a "foreign" record: written by another program, a mark, or an
+// offset a transaction marker takes); the one exception is a region's
+// offsets below its Obsolete point ("dropped below", d_r), which are
+// removed. A kwal record that fails to decode, and an offset missing from
+// the log, are never accounted for, as anyone's or as no one's (either may
+// have held any region's entry): a scan that skips one under SkipCorrupt
+// reports the offsets before it and after it as two scans, so the span
+// stops below it (W cannot cross an offset nobody reported, and C does not
+// drop past it), and every later read scans it and meets the damage. So
 // for region r and any from, the offsets of r at or after from are: those
 // in r's set, plus whatever lies in [from, C), [W, end) and [from, d_r),
 // which a plan fetches as Scan ranges. That is why an indexed read returns
@@ -136,6 +142,14 @@
 //     (points 3-4): a crash meanwhile loses progress, never correctness.
 //     (Records another store writes while this one runs leave the same kind
 //     of gap; reads, Prune's catch-up and the next producer open close it.)
+//  9. What the index knew of deleted offsets (deleted.go) travels in the
+//     files too: a base carries the topic's span, a delta the span when it
+//     changed since the previous file (format.go, version 2). The span is a
+//     fact about the log's past, true for as long as the topic is the same
+//     log, so a loader that stops early (point 4) holds an older span, or
+//     none, never a false one; Start discarding the coverage (the log
+//     ended below W) discards the span with it, and the base written next
+//     carries none.
 //
 // # Limitations
 //
@@ -214,26 +228,26 @@
 // Retention past every prune point deletes what no mark speaks for. The
 // index is then the witness (HadNone, deleted.go): where it accounted for
 // the deleted offsets (a checkpoint loaded before the start rose, or what
-// it kept in memory of the span that C dropped when it rose) and holds no
-// run of the region there above its Obsolete point, the region had no
-// record there and the read succeeds. A prune racing a read is answered
+// it kept of the span that C dropped when it rose, which its checkpoints
+// carry across restarts) and holds no run of the region there above its
+// Obsolete point, the region had no record there and the read succeeds. A prune racing a read is answered
 // by the same proof when the read's fetch finds its offset out of range:
 // the read goes on from the new start when none of its regions lost a
 // record it wanted, and fails with ErrPruned otherwise.
 //
 // Limits. Where neither a mark nor the index speaks for deleted offsets
 // (retention past every prune point on a node whose index never covered
-// them, or that restarted since: what C dropped is kept in memory only), a
-// read from below the start fails with ErrPruned even for a region that
-// lost nothing (Prune before retention, or let retention lag the prune
+// them, or whose checkpoints were lost since), a read from below the start
+// fails with ErrPruned even for a region that lost nothing (Prune before retention, or let retention lag the prune
 // interval; a DeleteRecords the service refuses still leaves the mark, so
 // retention up to the last Prune's point is vouched for). A read from
 // below the region's own Obsolete point fails once a prune passed it, even
 // if the region had no record there (the table keeps points, not records).
 // The table keeps every region that ever declared a point.
 // Records that are not kwal's hold no entry and go once Prune has seen
-// them; a corrupt kwal record stops every Prune (it may be any region's
-// entry; a scan that fails on it accounts for nothing from it on).
+// them; a corrupt kwal record stops every Prune, with SkipCorrupt too (it
+// may be any region's entry; a scan that fails on it accounts for nothing
+// from it on).
 //
 // # File map
 //

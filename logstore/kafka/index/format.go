@@ -4,32 +4,38 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"math"
+	"slices"
 )
 
-// Checkpoint file format, version 1.
+// Checkpoint file format, version 2.
 //
 // Every file (base or delta) is a 16-byte header followed by a body:
 //
 //	0        4         5        6        8           12          16
 //	+--------+---------+--------+--------+-----------+-----------+==========+
 //	| "KWIX" | version | kind   | flags  | body len  | CRC-32C   |   body   |
-//	| magic  | uint8=1 | 1 base | uint16 | uint32 LE | uint32 LE | body len |
+//	| magic  | uint8   | 1 base | uint16 | uint32 LE | uint32 LE | body len |
 //	|        |         | 2 delta| = 0    |           |           |  bytes   |
 //	+--------+---------+--------+--------+-----------+-----------+==========+
 //
 // The CRC-32C (Castagnoli) covers header bytes 0-11 and the body. A file
 // shorter than its header says is truncated (a torn write); a checksum
-// mismatch or any invalid field is corruption; a version above 1 was written
-// by a newer kwal. Readers refuse all three.
+// mismatch or any invalid field is corruption; a version above 2 was written
+// by a newer kwal. Readers refuse all three. A file is written as version 1
+// when it carries no deleted section, which version 1 lacks, so that an
+// older kwal still reads most files.
 //
 // The body is a sequence of unsigned varints (uv), all in shortest form:
 //
-//		body   := uv(len(topic)) topic-bytes uv(seq) uv(baseSeq)
-//		          uv(C) uv(low) uv(W-low) uv(nRegions) region*
-//		region := uv(id delta) uv(droppedBelow) uv(nRuns) run*
-//		run    := uv(gap<<1 | 1)                      a single offset
-//		        | uv(gap<<1) uv(count-2)              count >= 2 offsets
+//		body    := uv(len(topic)) topic-bytes uv(seq) uv(baseSeq)
+//		           uv(C) uv(low) uv(W-low) uv(nRegions) region* [deleted]
+//		region  := uv(id delta) uv(droppedBelow) uv(nRuns) run*
+//		run     := uv(gap<<1 | 1)                      a single offset
+//		         | uv(gap<<1) uv(count-2)              count >= 2 offsets
+//		deleted := uv(from) uv(point-from-1) uv(nLast) (uv(id delta) uv(last-from-1))*
+//		                                               version 2 only
 //
 //	  - seq numbers the topic's files; a base has baseSeq == seq, a delta
 //	    names the base it extends (baseSeq < seq).
@@ -42,6 +48,11 @@ import (
 //	  - Runs ascend within [max(low, C), W) and never touch: the first run's
 //	    gap is its start - max(low, C), each next one's is start - previous
 //	    end - 1.
+//	  - deleted is what the index knew of deleted offsets [from, point)
+//	    (deleted.go): each listed region's records there lay below its last
+//	    (last > from), an unlisted region had none. Ids ascend as regions'
+//	    do. A base carries the topic's span when it has one, a delta when it
+//	    changed since the previous file; a loader keeps the last one read.
 //
 // A base holds every region's runs in [C, W). A delta holds, for each region
 // changed since the previous file, its Obsolete point and its runs in
@@ -52,7 +63,7 @@ import (
 // 1 byte; a run of 10 records 630 offsets after its previous run 3 bytes.
 const (
 	fileMagic     = "KWIX"
-	formatVersion = 1
+	formatVersion = 2
 	headerLen     = 16
 )
 
@@ -84,6 +95,8 @@ type checkpointFile struct {
 	C, Low  int64
 	W       int64
 	Regions []regionRecord
+	// Deleted, when set, is the topic's deleted span (version 2).
+	Deleted *deletedSpan
 }
 
 type regionRecord struct {
@@ -102,7 +115,11 @@ type regionRecord struct {
 func appendFile(dst []byte, f *checkpointFile) []byte {
 	start := len(dst)
 	dst = append(dst, fileMagic...)
-	dst = append(dst, formatVersion, byte(f.Kind), 0, 0)
+	version := byte(1)
+	if f.Deleted != nil {
+		version = 2
+	}
+	dst = append(dst, version, byte(f.Kind), 0, 0)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // body length and CRC, filled below
 	dst = appendBody(dst, f)
 	body := dst[start+headerLen:]
@@ -160,6 +177,20 @@ func appendBody(dst []byte, f *checkpointFile) []byte {
 			prev = s.end
 		}
 	}
+	if d := f.Deleted; d != nil {
+		dst = binary.AppendUvarint(dst, uint64(d.from))
+		dst = binary.AppendUvarint(dst, uint64(d.point-d.from-1))
+		dst = binary.AppendUvarint(dst, uint64(len(d.last)))
+		ids := slices.Sorted(maps.Keys(d.last))
+		for i, id := range ids {
+			delta := id
+			if i > 0 {
+				delta = id - ids[i-1] - 1
+			}
+			dst = binary.AppendUvarint(dst, delta)
+			dst = binary.AppendUvarint(dst, uint64(d.last[id]-d.from-1))
+		}
+	}
 	return dst
 }
 
@@ -201,7 +232,7 @@ func decodeFile(data []byte) (*checkpointFile, error) {
 	if kind != kindBase && kind != kindDelta {
 		return nil, fmt.Errorf("%w: unknown file kind %d", ErrCorrupt, data[5])
 	}
-	return decodeBody(kind, body)
+	return decodeBody(data[4], kind, body)
 }
 
 // bodyReader reads the body's varints, remembering the first error.
@@ -239,9 +270,9 @@ func (r *bodyReader) fail(format string, args ...any) {
 	}
 }
 
-// decodeBody decodes and validates a body of the given kind. Errors match
-// ErrCorrupt.
-func decodeBody(kind fileKind, body []byte) (*checkpointFile, error) {
+// decodeBody decodes and validates a body of the given version and kind.
+// Errors match ErrCorrupt.
+func decodeBody(version byte, kind fileKind, body []byte) (*checkpointFile, error) {
 	r := &bodyReader{b: body}
 	f := &checkpointFile{Kind: kind}
 	tl := r.uv("topic length")
@@ -334,8 +365,51 @@ func decodeBody(kind fileKind, body []byte) (*checkpointFile, error) {
 		}
 		f.Regions = append(f.Regions, rec)
 	}
+	if version >= 2 {
+		if f.Deleted = r.deleted(); r.err != nil {
+			return nil, r.err
+		}
+	}
 	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last region", ErrCorrupt, len(r.b))
+		return nil, fmt.Errorf("%w: %d bytes after the last section", ErrCorrupt, len(r.b))
 	}
 	return f, nil
+}
+
+// deleted reads a deleted section.
+func (r *bodyReader) deleted() *deletedSpan {
+	from := r.offset("deleted from")
+	width := r.uv("deleted width")
+	if r.err == nil && width >= uint64(math.MaxInt64-from) {
+		r.fail("deleted span overflows")
+	}
+	n := r.uv("deleted region count")
+	// Each region takes at least 2 bytes.
+	if r.err == nil && n > uint64(len(r.b)/2) {
+		r.fail("deleted region count %d beyond the body", n)
+	}
+	if r.err != nil {
+		return nil
+	}
+	d := &deletedSpan{from: from, point: from + int64(width) + 1, last: make(map[uint64]int64, n)}
+	var prev uint64
+	for i := range n {
+		id := r.uv("deleted region id")
+		if i > 0 {
+			if r.err == nil && (prev == math.MaxUint64 || id > math.MaxUint64-prev-1) {
+				r.fail("deleted region id overflows")
+			}
+			id += prev + 1
+		}
+		past := r.uv("deleted last")
+		if r.err == nil && past >= uint64(math.MaxInt64-from) {
+			r.fail("deleted last of region %d overflows", id)
+		}
+		if r.err != nil {
+			return nil
+		}
+		d.last[id] = from + int64(past) + 1
+		prev = id
+	}
+	return d
 }

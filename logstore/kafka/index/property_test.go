@@ -59,7 +59,7 @@ type propRun struct {
 	gap    int64
 	g      *Collector
 	topics []*propTopic
-	stats  struct{ reads, scanned, indexed, asked, proven, unproven int64 }
+	stats  struct{ reads, scanned, indexed, asked, proven, unproven, kept int64 }
 }
 
 // checkHadNone asks HadNone about random regions and offsets around the
@@ -260,11 +260,36 @@ func (r *propRun) step(op int) {
 			reqs = append(reqs, q)
 			before = append(before, r.g.Plan(q.tp.name, q.from, q.tp.end()))
 		}
+		// And proofs must not be lost: what the index knew of deleted
+		// offsets is checkpointed too.
+		type proof struct {
+			tp       *propTopic
+			region   uint64
+			from, to int64
+		}
+		var proofs []proof
+		for range 20 {
+			tp := r.topics[rng.IntN(len(r.topics))]
+			lo := max(tp.logStart-40, 0)
+			if tp.end() <= lo {
+				continue
+			}
+			from := lo + rng.Int64N(tp.end()-lo)
+			q := proof{tp, uint64(rng.IntN(8)), from, from + rng.Int64N(tp.end()-from+1)}
+			if q.from < q.to && r.g.HadNone(tp.name, q.region, q.from, q.to) {
+				proofs = append(proofs, q)
+			}
+		}
 		require.NoError(t, r.g.Close(bg), what)
 		r.open()
 		r.startAll()
 		for i, q := range reqs {
 			require.Equal(t, before[i], r.g.Plan(q.tp.name, q.from, q.tp.end()), "%s: plan changed by a restart", what)
+		}
+		for _, q := range proofs {
+			require.True(t, r.g.HadNone(q.tp.name, q.region, q.from, q.to), "%s: HadNone(%s, region %d, [%d, %d)) lost by a restart (log start %d)",
+				what, q.tp.name, q.region, q.from, q.to, q.tp.logStart)
+			r.stats.kept++
 		}
 		for _, tp := range r.topics {
 			tp.inflight = nil
@@ -340,8 +365,10 @@ func TestPropertyPlanCoversModel(t *testing.T) {
 		total.stats.asked += r.stats.asked
 		total.stats.proven += r.stats.proven
 		total.stats.unproven += r.stats.unproven
+		total.stats.kept += r.stats.kept
 	}
 	require.Positive(t, total.stats.proven, "HadNone never proved anything")
-	t.Logf("%d seeds: %d reads; offsets fetched by scans %d, by indexed ranges %d, of asked regions %d; HadNone proven %d, not %d",
-		seeds, total.stats.reads, total.stats.scanned, total.stats.indexed, total.stats.asked, total.stats.proven, total.stats.unproven)
+	require.Positive(t, total.stats.kept, "no HadNone proof was checked across a restart")
+	t.Logf("%d seeds: %d reads; offsets fetched by scans %d, by indexed ranges %d, of asked regions %d; HadNone proven %d, not %d; kept across restarts %d",
+		seeds, total.stats.reads, total.stats.scanned, total.stats.indexed, total.stats.asked, total.stats.proven, total.stats.unproven, total.stats.kept)
 }

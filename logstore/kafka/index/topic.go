@@ -56,8 +56,10 @@ type topic struct {
 	// dropped is set by Drop: the object is no longer in the Collector's map.
 	dropped bool
 	// deleted is what the index knew of offsets below C that left the log
-	// (deleted.go); nil when it knew of none.
-	deleted *deletedSpan
+	// (deleted.go); nil when it knew of none. deletedDirty: it changed
+	// since the last checkpoint snapshot.
+	deleted      *deletedSpan
+	deletedDirty bool
 }
 
 func newTopic(name string, log *slog.Logger, m *metrics) *topic {
@@ -110,7 +112,7 @@ func (t *topic) resetLocked() {
 	t.covered = false
 	t.c, t.w = 0, 0
 	t.pending = nil
-	t.deleted = nil
+	t.deleted, t.deletedDirty = nil, false
 	clear(t.regions)
 	clear(t.dirty)
 }

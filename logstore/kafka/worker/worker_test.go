@@ -754,6 +754,108 @@ func TestStoreBoundAndNamespaceShare(t *testing.T) {
 	lanes.Close()
 }
 
+// watchedCtx is a context that tells when a derived context is first made
+// from it (Done is then called): Submit makes one only on its slow path,
+// submitWaiting, before it waits for room.
+type watchedCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func newWatchedCtx(ctx context.Context) *watchedCtx {
+	return &watchedCtx{Context: ctx, waiting: make(chan struct{})}
+}
+
+func (c *watchedCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+// TestQueueWaitFailureReleasesItsRoom protects the store-wide queue bound's
+// wait (submitWaiting): a call that took its namespace's room, then waits
+// for the store's, and whose context ends (or whose producer closes, as
+// the store's Close does) while it waits fails with the context's error
+// (ErrClosed), gives back the namespace room it took and takes none of the
+// store's, and nothing of it is written.
+func TestQueueWaitFailureReleasesItsRoom(t *testing.T) {
+	log := &fakeLog{block: make(chan struct{})}
+	const req = 2000 // bytes of each request: one record, a 28-byte key and 1972 bytes of data
+	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 2), MaxQueuedBytes: 3 * req})
+	a := NewProducer(Options{Topic: "a", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
+	b := NewProducer(Options{Topic: "b", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
+	ctx := context.Background()
+	entry := func(region uint64) []Entry { return []Entry{{Region: region, Data: make([]byte, req-record.KeySize)}} }
+	var pds []*Pending
+	for _, in := range []struct {
+		p      *Producer
+		region uint64
+	}{{a, 1}, {a, 2}, {b, 1}} { // the store's bound reached
+		pd, err := in.p.Submit(ctx, entry(in.region))
+		require.NoError(t, err)
+		pds = append(pds, pd)
+	}
+	// submit submits a request of region to b that must wait for the
+	// store's room, and returns its result once it waits.
+	submit := func(wctx *watchedCtx, region uint64, then func()) error {
+		errc := make(chan error, 1)
+		go func() {
+			pd, err := b.Submit(wctx, entry(region))
+			if pd != nil {
+				t.Errorf("region %d: queued though the store has no room", region)
+			}
+			errc <- err
+		}()
+		<-wctx.waiting
+		then()
+		return <-errc
+	}
+	// roomLeft checks what each semaphore has free.
+	roomLeft := func(what string, ns, store int64) {
+		t.Helper()
+		require.True(t, b.sem.TryAcquire(ns), "%s: namespace b has %d bytes of room", what, ns)
+		require.False(t, b.sem.TryAcquire(1), "%s: namespace b has no more than %d bytes of room", what, ns)
+		b.sem.Release(ns)
+		if store > 0 {
+			require.True(t, lanes.sem.TryAcquire(store), "%s: the store has %d bytes of room", what, store)
+			lanes.sem.Release(store)
+		}
+		require.False(t, lanes.sem.TryAcquire(store+1), "%s: the store has no more than %d bytes of room", what, store)
+	}
+	nsRoom := b.opts.MaxQueuedBytes // 2 requests' bytes, raised to MaxBatchBytes
+	roomLeft("before", nsRoom-req, 0)
+
+	cctx, cancel := context.WithCancelCause(ctx)
+	cause := errors.New("the caller gave up")
+	err := submit(newWatchedCtx(cctx), 8, func() { cancel(cause) })
+	require.ErrorIs(t, err, cause)
+	require.Contains(t, err.Error(), "nothing was written")
+	roomLeft("after the caller's context ended", nsRoom-req, 0)
+
+	closed := make(chan error, 1)
+	err = submit(newWatchedCtx(ctx), 9, func() { go func() { closed <- b.Close(ctx) }() })
+	require.ErrorIs(t, err, logstore.ErrClosed)
+	roomLeft("after the producer closed", nsRoom-req, 0)
+
+	close(log.block)
+	for _, pd := range pds {
+		_, err := pd.Wait(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-closed)
+	require.NoError(t, a.Close(ctx))
+	lanes.Close()
+	roomLeft("after every request resolved", nsRoom, 3*req)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	require.Len(t, log.recs, 3, "only the queued requests were written")
+	for _, r := range log.recs {
+		p, err := record.Decode(r.Key, r.Value)
+		require.NoError(t, err)
+		require.Less(t, p.Region, uint64(8), "a failed request was written")
+	}
+}
+
 // TestRecordMemoryOutlivesAnAbandonedCall protects the recycling of record
 // memory: a call that returned ErrTimeout while its produce is still on the
 // lane leaves its records to franz-go, so their memory is not reused by
