@@ -29,7 +29,9 @@ import (
 // included, at their size when a probe's response is larger), so the
 // broker's latency is paid about once per window rather than once per
 // range. A response that lands frees its connection at once, before the
-// reader takes it: a slow fetch at the head holds no other connection idle. A response that ends before its chunk does is continued at once
+// reader takes it: a slow fetch at the head holds no other connection idle
+// (as many landed responses as there are connections may wait for it). A
+// response that ends before its chunk does is continued at once
 // by a fetch of the rest, ahead of the chunks behind it.
 //
 // Joins: a read of the same topic that starts while the pass runs sends
@@ -297,10 +299,9 @@ var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 // room reports whether a fetch of maxBytes may start now: a connection
 // is free (a landed response frees its connection at once, not when the
 // reader takes it: the pipeline stays full behind a slow head), at most
-// one connection's worth of landed responses waits for the reader (small
-// chunks would otherwise fill the whole byte budget with responses
-// waiting: measured 55–60 MiB of peak heap instead of 7–27 in the
-// 64-region replay on kfake), and the pass's byte budget takes it.
+// twice as many fetches as connections are started and not yet handed
+// over (small chunks would otherwise fill the whole byte budget with
+// responses waiting for the reader), and the pass's byte budget takes it.
 func (f *fetcher) room(maxBytes int32) bool {
 	return f.inflight == 0 || (f.onWire < f.conns() && f.inflight < 2*f.conns() &&
 		f.inBytes+int64(maxBytes) <= int64(f.s.cfg.FetchMaxBytes))
