@@ -1,5 +1,7 @@
 package kafka
 
+import "github.com/twmb/franz-go/pkg/kgo"
+
 // SetJoinHook makes the store call fn whenever a read joins a running
 // pass, so that tests can start a shared pass's fetching once every read
 // has joined. Set it before any read starts.
@@ -34,3 +36,6 @@ func WaitCatchUp(s *LogStore, topic string) {
 		<-done
 	}
 }
+
+// LaneClients are the store's produce lane clients.
+func LaneClients(s *LogStore) []*kgo.Client { return s.laneClients }
