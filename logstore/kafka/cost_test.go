@@ -146,3 +146,36 @@ func TestModelSeed(t *testing.T) {
 	ms.save("c", c) // learned nothing: saves nothing
 	require.InDelta(t, b.perOff, ms.load("d").perOff, 1e-9)
 }
+
+// TestModelLatencySeed protects how the first reads after Open price their
+// plans: a model no fetch priced takes the lowest round trip sampled
+// outside fetches of data (Open's warming, the bounds lookups) as its
+// latency, and so prices plans; its first measured fetch replaces the seed
+// rather than averaging with it; a model the store's reads measured keeps
+// their latency; with no sample the model stays unpriced.
+func TestModelLatencySeed(t *testing.T) {
+	var ms modelStore
+	m := ms.load("a")
+	require.False(t, m.priced(), "no sample: no price")
+	ms.sampleLatency(3 * time.Millisecond)
+	ms.sampleLatency(400 * time.Microsecond)
+	ms.sampleLatency(2 * time.Millisecond)
+	ms.seed(&m)
+	require.True(t, m.priced(), "a running pass takes the seed")
+	require.InDelta(t, 400e-6, m.latency, 1e-12, "the lowest sample")
+
+	b := ms.load("b")
+	require.True(t, b.priced())
+	require.InDelta(t, 400e-6, b.latency, 1e-12)
+	b.learn(time.Millisecond, 1000, 10, true)
+	require.InDelta(t, 1e-3-1000/b.rate, b.latency, 1e-9, "the first fetch replaces the seed")
+	require.False(t, b.latencySeeded)
+	b.learn(2*time.Millisecond, 1000, 10, true)
+	require.InDelta(t, 0.7*(1e-3-1000/b.rate)+0.3*(2e-3-1000/b.rate), b.latency, 1e-9, "later fetches average in")
+	ms.save("b", b)
+
+	ms.sampleLatency(100 * time.Microsecond)
+	c := ms.load("c")
+	require.InDelta(t, b.latency, c.latency, 1e-12, "what the store's reads measured beats the seed")
+	require.False(t, c.latencySeeded)
+}

@@ -63,10 +63,13 @@
 //	               log start overtook, lost nothing
 //	read.go        the read iterator and the decoding loop
 //	pass.go        passes shared by reads of one namespace
-//	bounds.go      batched log-bounds lookups of starting reads
+//	bounds.go      batched log-bounds lookups of starting reads, sent to
+//	               the cached leader in one round trip
 //	fetch.go       the fetch pipeline
 //	wire.go        one fetch request and Kafka's errors
 //	cost.go        the cost model of fetching
+//	warm.go        Open warms the indexed topics' fetch connections and
+//	               seeds the cost model (a round trip, one batch's size)
 //	gaps.go        offsets missing from the log
 //	gate.go        reads' index updates against DeleteNamespace and Close
 //	catchup.go     the index's background catch-up after a restart

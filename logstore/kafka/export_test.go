@@ -1,6 +1,10 @@
 package kafka
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // SetJoinHook makes the store call fn whenever a read joins a running
 // pass, so that tests can start a shared pass's fetching once every read
@@ -35,6 +39,27 @@ func WaitCatchUp(s *LogStore, topic string) {
 	if done != nil {
 		<-done
 	}
+}
+
+// ForgetClientMetadata drops topic from the admin client's own metadata
+// cache (franz-go keeps it for MetadataMinAge, 100 ms), as if that long
+// had passed since the client last asked; kwal's cache of the reads'
+// leaders stays.
+func ForgetClientMetadata(s *LogStore, topic string) { s.admin.PurgeTopicsFromClient(topic) }
+
+// LatencySeed is the store's latency seed for reads' cost models (0: none).
+func LatencySeed(s *LogStore) time.Duration {
+	s.models.mu.Lock()
+	defer s.models.mu.Unlock()
+	return time.Duration(s.models.latencySeed * float64(time.Second))
+}
+
+// SizeSeed is the bytes per offset last measured on any topic, the seed of
+// topics no read measured yet (0: none).
+func SizeSeed(s *LogStore) float64 {
+	s.models.mu.Lock()
+	defer s.models.mu.Unlock()
+	return s.models.last
 }
 
 // SetScanReportHook makes every read call fn before it hands what it

@@ -24,10 +24,12 @@ import (
 // (a gap of other regions' records between two ranges is fetched through
 // when the cost model says streaming it is cheaper than another fetch's
 // latency), and chunks are fetched concurrently over the store's
-// connections, at most one per connection and at most FetchMaxBytes of
-// byte limits (responses received but not yet handed over included), so
-// the broker's latency is paid about once per window rather than once per
-// range. A response that ends before its chunk does is continued at once
+// connections, at most one on the wire per connection and at most
+// FetchMaxBytes of byte limits (responses received but not yet handed over
+// included, at their size when a probe's response is larger), so the
+// broker's latency is paid about once per window rather than once per
+// range. A response that lands frees its connection at once, before the
+// reader takes it: a slow fetch at the head holds no other connection idle. A response that ends before its chunk does is continued at once
 // by a fetch of the rest, ahead of the chunks behind it.
 //
 // Joins: a read of the same topic that starts while the pass runs sends
@@ -58,7 +60,10 @@ type fetcher struct {
 	frontier int64         // end of the last chunk cut from pending
 	sent     int64         // the reader has been handed every record below sent
 	inflight int           // started chunks in queue
-	inBytes  int64         // their byte limits
+	inBytes  int64         // their byte limits (a landed response's bytes when more)
+	onWire   int           // started chunks whose response has not landed
+	busy     []int         // fetches on the wire per store connection
+	landed   chan *slot    // chunks whose response landed, in landing order
 	decided  bool          // the indexed-or-scan choice is made
 	planned  int64         // offsets of the planned ranges (the reads' joined)
 	through  int64         // offsets of the gaps fetched through
@@ -105,8 +110,14 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
-	shared   int // fetches in flight when it started, itself included
-	done     chan fetchResult
+	shared   int // fetches on the wire when it started, itself included
+	conn     int // the store connection it went on
+	// res is the response, set by the fetch goroutine before it sends the
+	// slot on landed; the fetcher reads it once it took the slot from
+	// there (isLanded).
+	res      fetchResult
+	isLanded bool
+	charged  int64 // what it counts in inBytes
 	join     *sub
 }
 
@@ -194,17 +205,20 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		if !head.started {
 			f.start(ctx, &running, head)
 		}
-		var res fetchResult
-		select {
-		case res = <-head.done:
-		case j := <-joins:
-			j.reply <- f.join(j, accept)
+		if !head.isLanded {
+			select {
+			case sl := <-f.landed:
+				f.land(sl)
+			case j := <-joins:
+				j.reply <- f.join(j, accept)
+			case <-ctx.Done():
+				return
+			}
 			continue
-		case <-ctx.Done():
-			return
 		}
+		res := head.res
 		f.inflight--
-		f.inBytes -= int64(head.maxBytes)
+		f.inBytes -= head.charged
 		f.stats.fetches++
 		f.stats.bytes += int64(res.bytes)
 		res, err := f.settle(ctx, head, res)
@@ -280,20 +294,38 @@ func (f *fetcher) settle(ctx context.Context, sl *slot, res fetchResult) (fetchR
 // errNoCompleteBatch makes settle fetch again with a larger limit.
 var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 
-// room reports whether a fetch of maxBytes may start now.
+// room reports whether a fetch of maxBytes may start now: a connection
+// is free (a landed response frees its connection at once, not when the
+// reader takes it: the pipeline stays full behind a slow head) and the
+// pass's byte budget takes it.
 func (f *fetcher) room(maxBytes int32) bool {
-	return f.inflight == 0 || (f.inflight < f.conns() && f.inBytes+int64(maxBytes) <= int64(f.s.cfg.FetchMaxBytes))
+	return f.inflight == 0 || (f.onWire < f.conns() && f.inBytes+int64(maxBytes) <= int64(f.s.cfg.FetchMaxBytes))
 }
 
-// start sends sl's fetch on the next connection.
+// start sends sl's fetch on a connection with no fetch of the pass on the
+// wire (the next one round-robin when all have one).
 func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) {
-	sl.started = true
-	sl.done = make(chan fetchResult, 1)
+	n := f.conns()
+	if f.busy == nil {
+		f.busy = make([]int, n)
+		f.landed = make(chan *slot, n)
+	}
+	k := f.client % n
+	for i := range n {
+		if c := (f.client + i) % n; f.busy[c] == 0 {
+			k = c
+			break
+		}
+	}
+	f.client = k + 1
+	sl.started, sl.conn = true, k
+	f.busy[k]++
 	f.inflight++
-	sl.shared = f.inflight
-	f.inBytes += int64(sl.maxBytes)
-	cl, warm := f.s.fetchClient(f.client)
-	f.client++
+	f.onWire++
+	sl.shared = f.onWire
+	sl.charged = int64(sl.maxBytes)
+	f.inBytes += sl.charged
+	cl, warm := f.s.fetchClient(k)
 	leader, id, mode := f.leader, f.topicID, f.mode(sl.rg)
 	running.Add(1)
 	go func() {
@@ -302,8 +334,25 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		defer cancel()
 		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
 		res.warm = warm
-		sl.done <- res
+		sl.res = res
+		select {
+		case f.landed <- sl:
+		case <-ctx.Done():
+		}
 	}()
+}
+
+// land notes a landed response: its connection is free, and what it holds
+// until the reader takes it counts against the pass's byte budget (a
+// one-batch probe asks for 1 byte and gets a whole batch).
+func (f *fetcher) land(sl *slot) {
+	sl.isLanded = true
+	f.onWire--
+	f.busy[sl.conn]--
+	if n := int64(sl.res.bytes); n > sl.charged {
+		f.inBytes += n - sl.charged
+		sl.charged = n
+	}
 }
 
 // fill starts queued chunks in order while there is room, cutting new
@@ -327,7 +376,9 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0 && f.pending[0].Scan) {
 			return
 		}
-		if !f.decided && f.model.priced() {
+		// Deciding needs sizes too: with no bytes per offset a plan
+		// prices as its fetches' latencies only, and a scan always wins.
+		if !f.decided && f.model.priced() && f.model.known() {
 			f.decide()
 		}
 		f.queue = append(f.queue, f.cut())

@@ -2,9 +2,13 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // warmReads prepares a freshly opened store for the replays a restart
@@ -16,6 +20,19 @@ import (
 // exchange (and TLS and SASL); a read keeps up to one fetch per client in
 // flight, so after a restart one region's replay paid that on every
 // connection (measured 5 ms of a 7–9 ms replay on the local Kafka broker).
+//
+// Each client then sends a second empty fetch, timed: on an open
+// connection it is a fetch's round trip with no data, and the lowest of
+// them seeds the cost model's latency (modelStore.sampleLatency), so that
+// the first reads price their plans (fetches against a scan of their span)
+// instead of fetching every planned range.
+//
+// It also fetches one record batch of the topic the index covers furthest
+// (sizeSample): what an offset weighs there seeds every pass's cost model
+// (modelStore.measured), so that the restart's first reads cut their
+// ranges into sized fetches at once. Without a size, a read probes each
+// range with a one-batch fetch and continues a longer range only once its
+// probe landed: one more round trip in the way of one region's replay.
 //
 // Warming is best effort and bounded by ctx: a failure leaves a
 // connection to be opened by the read that needs it, as before. A store
@@ -52,6 +69,25 @@ func (s *LogStore) warmReads(ctx context.Context) {
 
 	clients := append(append([]*kgo.Client{}, s.laneClients...), s.admin)
 	var wg sync.WaitGroup
+	if wm, ok := s.index.(watermarker); ok {
+		var (
+			far   string
+			farW  int64
+			meta  topicMeta
+			found bool
+		)
+		s.metaMu.Lock()
+		for _, t := range topics {
+			m, known := s.meta[t]
+			if w, covered := wm.Watermark(t); known && covered && w > farW {
+				far, farW, meta, found = t, w, m, true
+			}
+		}
+		s.metaMu.Unlock()
+		if found {
+			wg.Go(func() { s.sizeSample(ctx, far, meta, farW-1) })
+		}
+	}
 	for k, cl := range clients {
 		wg.Go(func() {
 			all := true
@@ -66,8 +102,67 @@ func (s *LogStore) warmReads(ctx context.Context) {
 			// prices a fetch (see fetchClient).
 			if all {
 				s.fetchWarm[k].Store(true)
+				for leader := range leaders {
+					began := time.Now()
+					if _, err := cl.Broker(int(leader)).Request(ctx, newFetchRequest(0, 0, 1)); err == nil {
+						s.models.sampleLatency(time.Since(began))
+					}
+				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// sizeSample fetches the record batch holding offset off of topic (a
+// fetch limited to 1 byte returns exactly one batch) and records what an
+// offset of it weighs as the topic's measured size, the seed of topics no
+// read measured yet. Best effort: a failure (the offset left the log, an
+// error, a response without a complete batch) records nothing.
+func (s *LogStore) sizeSample(ctx context.Context, topic string, m topicMeta, off int64) {
+	req := newFetchRequest(0, 0, 1)
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = topic, m.id
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, 1
+	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	kresp, err := s.admin.Broker(int(m.leader)).Request(ctx, req)
+	if err != nil {
+		s.log.Debug("kwal: open: sampling record sizes", "topic", topic, "err", err)
+		return
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		return
+	}
+	if perOff, ok := batchesWeight(resp.Topics[0].Partitions[0].RecordBatches); ok {
+		s.models.measured(topic, perOff)
+	}
+}
+
+// batchesWeight is the bytes per offset of the complete record batches at
+// the start of b (Kafka's v2 batch header: base offset at 0, length at 8,
+// last offset delta at 23), and whether there was one.
+func batchesWeight(b []byte) (float64, bool) {
+	const headerLen = 61 // the v2 record batch header
+	var n, first, next int64
+	for len(b) >= headerLen {
+		base := int64(binary.BigEndian.Uint64(b))
+		size := int64(binary.BigEndian.Uint32(b[8:])) + 12
+		if base < 0 || base > math.MaxInt64/2 || size < headerLen || size > int64(len(b)) {
+			break // not a batch of a log (an offset is never negative)
+		}
+		if n == 0 {
+			first = base
+		}
+		next = base + int64(binary.BigEndian.Uint32(b[23:])) + 1
+		n += size
+		b = b[size:]
+	}
+	if n == 0 || next <= first {
+		return 0, false
+	}
+	return float64(n) / float64(next-first), true
 }

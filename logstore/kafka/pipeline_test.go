@@ -1,0 +1,323 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/testutil"
+)
+
+// TestIndexedReadsEqualScansAfterRestart: over random workloads, every
+// region replayed after a restart (all at once, each from a random point,
+// as a datanode opening its regions does) with the index yields exactly
+// what a full scan of the same range yields, and what was acknowledged.
+// The store is reopened with few fetch connections and a small fetch
+// budget, so that probes, landed responses waiting for the reader and the
+// byte budget all shape the pipeline; the cost model starts from the
+// latency seeds of Open's warming and of the reads' bounds lookups.
+func TestIndexedReadsEqualScansAfterRestart(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 31))
+			dir := t.TempDir()
+			w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir; c.MaxBatchBytes = 2048 })
+			topic := newTopic(t)
+			regions := 4 + rng.IntN(12)
+			m := appendRandom(t, w, brokers, topic, seed, 1+rng.IntN(8), 4+rng.IntN(12), regions, 1+rng.IntN(6000))
+			require.NoError(t, w.Close())
+
+			lanes, fetchMax := 1+rng.IntN(3), int32(4<<10+rng.IntN(64<<10))
+			s := openStore(t, brokers, func(c *kafka.Config) {
+				c.IndexDir = dir
+				c.ProduceLanes = lanes
+				c.FetchMaxBytes = fetchMax
+				c.MaxBatchBytes = 2048
+			})
+			ctx := context.Background()
+			from := map[logstore.RegionID]logstore.EntryID{}
+			for region := logstore.RegionID(1); int(region) <= regions; region++ {
+				if es := m[region]; len(es) > 0 && rng.IntN(3) > 0 {
+					from[region] = es[rng.IntN(len(es))].ID
+				}
+			}
+			type result struct {
+				region logstore.RegionID
+				got    []logstore.Entry
+				err    error
+			}
+			read := func(noIndex bool) map[logstore.RegionID][]logstore.Entry {
+				out := make(chan result, regions)
+				for region := logstore.RegionID(1); int(region) <= regions; region++ {
+					go func() {
+						got, err := readErr(s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{region: from[region]}, kafka.ReadOptions{NoIndex: noIndex}))
+						out <- result{region, got, err}
+					}()
+				}
+				all := map[logstore.RegionID][]logstore.Entry{}
+				for range regions {
+					r := <-out
+					require.NoError(t, r.err, "region %d noIndex=%v", r.region, noIndex)
+					all[r.region] = r.got
+				}
+				return all
+			}
+			indexed, scanned := read(false), read(true)
+			for region := logstore.RegionID(1); int(region) <= regions; region++ {
+				what := fmt.Sprintf("region %d from %d (lanes %d, FetchMaxBytes %d)", region, from[region], lanes, fetchMax)
+				requireEntries(t, scanned[region], indexed[region], what+": indexed vs scan")
+				requireEntries(t, m.from(region, from[region]), indexed[region], what+": indexed vs acknowledged")
+			}
+		})
+	}
+}
+
+// TestSeededLatencyKeepsAnIndexedPlan: a store's first read has its cost
+// model's latency seeded (by its own bounds lookup) before it knows what an
+// offset of its topic weighs (the store wrote the topic, and never read or
+// weighed it). The plan is not priced until it does: priced with no sizes,
+// every plan would cost its fetches' latencies only and a scan of the span
+// would always win. Region 1's few entries lie between megabytes of region
+// 2's: the read must fetch about its own bytes, not the topic.
+func TestSeededLatencyKeepsAnIndexedPlan(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	w := openStore(t, brokers, nil)
+	topic := newTopic(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 5))
+	var own int64
+	for run := range 4 {
+		var es []logstore.Entry
+		for range 5 {
+			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: payload(rng, 1000)})
+			own += 1000
+		}
+		_, err := w.AppendBatch(ctx, es)
+		require.NoError(t, err)
+		if run == 3 {
+			break
+		}
+		for range 8 { // 8 calls of 256 KiB of region 2 between region 1's runs
+			es = es[:0]
+			for range 4 {
+				es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: payload(rng, 64<<10)})
+			}
+			_, err := w.AppendBatch(ctx, es)
+			require.NoError(t, err)
+		}
+	}
+	var st kafka.ReadStats
+	got := collect(t, w.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{Stats: &st}))
+	require.Len(t, got, 20)
+	require.Equal(t, "indexed", st.Plan)
+	require.LessOrEqual(t, st.FetchedBytes, 2*own, "region 1 fetched about its own bytes, not the 6 MB topic")
+}
+
+// TestLandedFetchFreesItsConnection: a fetch whose response landed frees
+// its connection before the reader takes the response, so a slow fetch at
+// the head of the plan holds no other connection idle. With two fetch
+// connections and the head's fetch held by the broker, the pass keeps
+// fetching the ranges behind it on the other connection (before, it sent
+// one, and waited for the head with both connections counted busy).
+// Region 1's ranges lie 3 MB apart, so that the plan stays indexed.
+// (kfake only: the broker holds the head's fetch.)
+func TestLandedFetchFreesItsConnection(t *testing.T) {
+	t.Parallel()
+	if testutil.RealBrokers() != nil {
+		t.Skip("holds a fetch in kfake")
+	}
+	c := testutil.NewCluster(t)
+	brokers := c.ListenAddrs()
+	// One lane: two fetch connections (the lane's and the admin client's).
+	// The store that writes reads (its Open weighed no batch, so its
+	// first fetches are one-batch probes).
+	s := openStore(t, brokers, func(c *kafka.Config) { c.ProduceLanes = 1 })
+	topic := newTopic(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(6, 6))
+	const runs = 6
+	data := payload(rng, 64<<10)
+	for run := range runs {
+		var es []logstore.Entry
+		for range 5 {
+			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: data})
+		}
+		_, err := s.AppendBatch(ctx, es)
+		require.NoError(t, err)
+		if run < runs-1 {
+			for range 3 {
+				es = es[:0]
+				for range 16 {
+					es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: data})
+				}
+				_, err = s.AppendBatch(ctx, es)
+				require.NoError(t, err)
+			}
+		}
+	}
+
+	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		others int // fetches of the topic above offset 0 seen while the head was held
+		enough = make(chan struct{})
+		held   atomic.Bool
+	)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		fr := req.(*kmsg.FetchRequest)
+		for _, ft := range fr.Topics {
+			for _, p := range ft.Partitions {
+				if p.FetchOffset == 0 && held.CompareAndSwap(false, true) {
+					c.SleepControl(func() {
+						select {
+						case <-enough:
+						case <-readCtx.Done():
+						}
+					})
+					return nil, nil, false
+				}
+				if p.FetchOffset > 0 {
+					mu.Lock()
+					others++
+					if others == runs-1 {
+						close(enough)
+					}
+					mu.Unlock()
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	got, err := readErr(s.ReadWith(readCtx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{}))
+	require.NoError(t, err, "the pass fetched no further than the held head's neighbour: landed fetches kept their connections")
+	require.Len(t, got, 5*runs)
+	require.True(t, held.Load())
+}
+
+// TestReadBoundsAskTheLeaderOnly: a read of a topic whose leader the store
+// knows (Open's warming, or an earlier read) looks its log bounds up with
+// ListOffsets sent to the leader, and no metadata request in its way, even
+// when the client's own metadata cache expired (franz-go keeps it 100 ms;
+// kadm's lookup then asks for metadata first, a second round trip). A
+// failure there (here the leader answers NOT_LEADER_OR_FOLLOWER once) falls
+// back to the full lookup, and the read returns every entry.
+// (kfake only: it counts and fails requests.)
+func TestReadBoundsAskTheLeaderOnly(t *testing.T) {
+	t.Parallel()
+	if testutil.RealBrokers() != nil {
+		t.Skip("counts requests in kfake")
+	}
+	c := testutil.NewCluster(t)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	topic := newTopic(t)
+	ctx := context.Background()
+	var want []logstore.EntryID
+	for i := range 10 {
+		res, err := w.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(1 + i%2), Data: []byte{byte(i)}}})
+		require.NoError(t, err)
+		if i%2 == 0 {
+			want = append(want, res.LastEntryIDs[1])
+		}
+	}
+	require.NoError(t, w.Close())
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+
+	var metadata, lists atomic.Int32
+	var failNext atomic.Bool
+	c.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		metadata.Add(1)
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		lists.Add(1)
+		if !failNext.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		lr := req.(*kmsg.ListOffsetsRequest)
+		resp := lr.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range lr.Topics {
+			t := kmsg.NewListOffsetsResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewListOffsetsResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	ids := func() []logstore.EntryID {
+		kafka.ForgetClientMetadata(s, topic)
+		var out []logstore.EntryID
+		for _, e := range collect(t, s.Read(ctx, topic, 1, 0)) {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	require.Equal(t, want, ids())
+	require.Zero(t, metadata.Load(), "a warmed topic's bounds need no metadata request")
+	require.EqualValues(t, 2, lists.Load(), "the log start and end, at once")
+
+	failNext.Store(true)
+	require.Equal(t, want, ids(), "a failed lookup at the leader falls back to the full lookup")
+	require.Positive(t, metadata.Load(), "the fallback asked for metadata")
+}
+
+// TestRestartedReadFetchesSizedRanges: Open samples one record batch of
+// the topic its index covers furthest, so a replay right after a restart
+// knows what an offset weighs before its first fetch: a range of several
+// batches is fetched whole in one fetch. (Without the sample, its first
+// fetch is a one-batch probe, and the rest of the range a second fetch
+// once the probe landed: a round trip more in one region's replay.)
+func TestRestartedReadFetchesSizedRanges(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	topic := newTopic(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(8, 8))
+	call := func(region logstore.RegionID) {
+		var es []logstore.Entry
+		for range 3 {
+			es = append(es, logstore.Entry{Namespace: topic, Region: region, Data: payload(rng, 1000)})
+		}
+		_, err := w.AppendBatch(ctx, es)
+		require.NoError(t, err)
+	}
+	for range 5 { // region 1: one range of 5 batches
+		call(1)
+	}
+	for range 3 { // then region 2's batches, of the same shape
+		call(2)
+	}
+	require.NoError(t, w.Close())
+
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	require.Positive(t, kafka.SizeSeed(s), "Open weighed a batch")
+	var st kafka.ReadStats
+	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{Stats: &st}))
+	require.Len(t, got, 15)
+	require.Equal(t, 1, st.Fetches, "the 5 batches in one fetch")
+}
