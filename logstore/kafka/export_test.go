@@ -1,6 +1,10 @@
 package kafka
 
-import "time"
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // SetJoinHook makes the store call fn whenever a read joins a running
 // pass, so that tests can start a shared pass's fetching once every read
@@ -73,3 +77,6 @@ func IndexSpan(s *LogStore, topic string) (c, w int64, ok bool) {
 	ts, found := s.index.(pruneIndex).Stats(topic, false)
 	return ts.C, ts.W, found && ts.Covered
 }
+
+// LaneClients are the store's produce lane clients.
+func LaneClients(s *LogStore) []*kgo.Client { return s.laneClients }

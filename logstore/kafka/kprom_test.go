@@ -58,6 +58,10 @@ func TestClientMetricsExported(t *testing.T) {
 	require.Equal(t, 2.0, v, "the lanes produced the two entries' records")
 	v = sum("kwal_client_produce_records_total", "mark")
 	require.Equal(t, 1.0, v, "the mark client produced the Obsolete mark")
+	// clientRole keeps the produce counters in place of kprom: same names.
+	require.Positive(t, sum("kwal_client_produce_batches_total", "lane"), "lane batches")
+	require.GreaterOrEqual(t, sum("kwal_client_produce_uncompressed_bytes_total", "lane"), 2.0, "lane bytes")
+	require.Positive(t, sum("kwal_client_produce_compressed_bytes_total", "lane"), "lane compressed bytes")
 	for _, f := range fams {
 		require.NotContains(t, f.GetName(), "buffered", "per-client gauges are left out")
 	}

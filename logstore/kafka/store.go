@@ -158,6 +158,10 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			// queue bounds (MaxStoreQueuedBytes) bound what dispatches hold,
 			// and a buffer limit here would only fail a large call's records.
 			kgo.ManualFlushing(),
+			// No linger: with ManualFlushing it cannot send anything
+			// earlier, and franz-go's default (10 ms) armed a timer for
+			// every batch a lane buffered.
+			kgo.ProducerLinger(0),
 			kgo.MaxBufferedBytes(1<<40),
 			kgo.MaxBufferedRecords(1<<40),
 			kgo.UnknownTopicRetries(-1),

@@ -39,7 +39,8 @@
 // place, and it also owns the lanes, so there is no second hand-off. Its
 // cost is planning all topics on one goroutine; planning is incremental
 // (only topics whose state changed are replanned, and a topic that only
-// received new requests continues its last plan's scan with them).
+// received new requests, or had groups taken by dispatches, continues its
+// last plan's scan with the new requests; see worker.plan).
 //
 // # Why lanes, and why region-pure groups
 //

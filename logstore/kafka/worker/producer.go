@@ -372,7 +372,11 @@ func (pd *Pending) Wait(ctx context.Context) ([]int64, error) {
 	case <-ctx.Done():
 		// Cause: a deadline set with a cause (the store's ErrTimeout) says so.
 		// (A request the dispatcher withdrew at its Deadline is canceled too.)
-		if r.state.CompareAndSwap(stateQueued, stateCanceled) || r.state.Load() == stateCanceled {
+		if r.state.CompareAndSwap(stateQueued, stateCanceled) {
+			r.w.withdrawals.Add(1) // the dispatcher's next plan drops it
+			return nil, withdrawnErr(pd.topic, context.Cause(ctx))
+		}
+		if r.state.Load() == stateCanceled {
 			return nil, withdrawnErr(pd.topic, context.Cause(ctx))
 		}
 		return nil, abandonedErr(pd.topic, context.Cause(ctx))

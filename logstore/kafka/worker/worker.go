@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/kwal/kwal/logstore"
@@ -22,9 +23,14 @@ type worker struct {
 	exited   bool
 	latest   int64 // highest acknowledged offset + 1
 
+	// withdrawals counts the requests their callers withdrew (Wait); a
+	// plan that sees it changed plans from scratch, which drops them.
+	withdrawals     atomic.Int64
+	seenWithdrawals int64
+
 	// Reused by plan, which runs after every change: cleared, not remade.
 	dirty    bool     // state changed since the last plan
-	replan   bool     // something besides new requests changed: plan from scratch
+	replan   bool     // something besides new or taken requests changed: plan from scratch
 	merged   bool     // the last plan merged groups (its scan state is stale)
 	planned  int      // pending[:planned] went through the last plan's scan
 	groups   []*group // planned groups, oldest first
@@ -54,15 +60,21 @@ func newWorker(p *Producer) *worker {
 // region of a held back request, or regions of two groups is held back (and
 // its regions with it), which keeps every region's requests in queue order.
 //
-// When only new requests arrived since the last plan (nothing was sent,
-// completed or aborted, and no groups were merged), the plan continues the
-// last one's scan with the new requests: the scan is a pass over pending in
-// queue order, so its state after the old requests is what a full plan
-// would reach there. A busy topic (many writers, one topic) would otherwise
-// replan every pending request on every arrival.
+// When only new requests arrived since the last plan, or groups were taken
+// whole by dispatches, the plan continues the last one's scan with the new
+// requests: the scan is a pass over pending in queue order, so its state
+// after the old requests is what a full plan would reach there. (A taken
+// group's requests stay in pending, no longer queued, until a full plan;
+// its regions leave byRegion and are busy, so a later request of them is
+// held, as a full plan would hold it.) A busy topic (many writers, one
+// topic) would otherwise replan every pending request on every arrival and
+// dispatch. A full plan runs when something else changed: a request was
+// withdrawn or aborted, groups were merged, a completed group's regions may
+// free held requests, or taken groups make up most of the plan.
 func (w *worker) plan(freeLanes int) {
-	if w.replan || w.merged || w.planned > len(w.pending) || w.withdrawn() {
+	if n := w.withdrawals.Load(); w.replan || w.merged || w.planned > len(w.pending) || n != w.seenWithdrawals {
 		w.replan, w.merged = false, false
+		w.seenWithdrawals = n
 		w.removePending()
 		w.next = 0
 		w.planned = 0
@@ -123,17 +135,6 @@ func (w *worker) plan(freeLanes int) {
 	w.mergeBacklog(freeLanes)
 }
 
-// withdrawn reports whether a request the last plan placed was withdrawn
-// since: a full plan drops it (and frees its room).
-func (w *worker) withdrawn() bool {
-	for _, r := range w.pending[:w.planned] {
-		if r.state.Load() != stateQueued {
-			return true
-		}
-	}
-	return false
-}
-
 func (w *worker) newGroup() *group {
 	if n := len(w.spare); n > 0 {
 		g := w.spare[n-1]
@@ -149,7 +150,7 @@ func (w *worker) newGroup() *group {
 // MaxRegions regions and MaxBatchBytes.
 func (w *worker) mergeBacklog(lanes int) {
 	o := &w.p.opts
-	groups := w.groups
+	groups := w.groups[w.next:] // groups[:next] were taken
 	if o.MaxRegions <= 1 || len(groups) <= lanes {
 		return
 	}
@@ -174,7 +175,7 @@ func (w *worker) mergeBacklog(lanes int) {
 		out = append(out, g)
 	}
 	clear(groups[len(out):])
-	w.groups = out
+	w.groups = w.groups[:w.next+len(out)]
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -195,13 +196,19 @@ func (w *worker) lingerFor(g *group) time.Duration {
 
 // take marks g's requests as sent (leaving out those their callers
 // withdrew) and returns them as a part of a dispatch; nil when all were
-// withdrawn. w.pending drops them at the next plan.
+// withdrawn. w.pending drops them at the next full plan; until then the
+// plan goes on without g (its regions leave byRegion, and the dispatch
+// makes them busy).
 func (w *worker) take(g *group) *part {
-	w.dirty, w.replan = true, true
+	w.dirty = true
+	for _, reg := range g.regions {
+		delete(w.byRegion, reg)
+	}
 	var pt *part
 	for _, r := range g.reqs {
 		if !r.state.CompareAndSwap(stateQueued, stateTaken) {
-			continue // withdrawn by its caller
+			w.replan = true // withdrawn by its caller: a full plan frees its room
+			continue
 		}
 		if pt == nil {
 			pt = &part{w: w}
@@ -255,7 +262,7 @@ func (w *worker) expire(r *request) {
 	switch {
 	case r.state.CompareAndSwap(stateQueued, stateCanceled):
 		r.expired = withdrawnErr(w.p.opts.Topic, r.deadline.Cause)
-		w.dirty = true
+		w.dirty, w.replan = true, true
 		w.finish(r, nil, r.expired)
 	case r.state.Load() == stateTaken:
 		w.finish(r, nil, abandonedErr(w.p.opts.Topic, r.deadline.Cause))
@@ -266,7 +273,14 @@ func (w *worker) expire(r *request) {
 // request succeeds only if every one of its records was acknowledged.
 func (w *worker) complete(pt *part, dp *dispatch) {
 	p := w.p
-	w.dirty, w.replan = true, true
+	w.dirty = true
+	// A full plan is needed when requests are held (one of them may wait
+	// for these regions), when the producer drains (its pending list must
+	// empty for it to exit), or when taken groups are most of the plan
+	// (pending still holds their requests).
+	if len(w.blocked) > 0 || w.draining || 2*w.next > len(w.groups) {
+		w.replan = true
+	}
 	delete(w.parts, pt)
 	for _, reg := range pt.regions {
 		if w.busy[reg]--; w.busy[reg] <= 0 {
@@ -307,10 +321,23 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	if cap(runs) <= 1024 {
 		w.runs = runs
 	}
+	// One array holds every request's offsets: one allocation per part,
+	// not per call. (A caller keeps its slice; the array lives while any does.)
+	var offs []int64
+	if !dp.timedOut {
+		n := 0
+		for _, r := range pt.reqs {
+			n += len(r.entryFirst)
+		}
+		offs = make([]int64, n)
+	}
 	for _, r := range pt.reqs {
 		if dp.timedOut {
 			continue // already failed; what was written is observed above
 		}
+		k := len(r.entryFirst)
+		offsets := offs[:k:k]
+		offs = offs[k:]
 		var err error
 		if nfailed > 0 {
 			for _, rec := range r.recs {
@@ -324,7 +351,6 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
 			continue
 		}
-		offsets := make([]int64, len(r.entryFirst))
 		for i, at := range r.entryFirst {
 			offsets[i] = r.recs[at].Offset
 		}
@@ -390,8 +416,11 @@ func (w *worker) abortAll() {
 	w.dirty, w.replan = true, true
 	err := w.closedErr()
 	for _, r := range w.pending {
+		if r.state.Load() == stateTaken {
+			continue // on a lane: failed with its part below, recycled in complete
+		}
 		w.finish(r, nil, err)
-		r.recycle() // never handed to a lane; in-flight parts recycle in complete
+		r.recycle() // never handed to a lane
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -554,7 +555,8 @@ func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
 // and in slice order (not contiguous); every region's acknowledged entries
 // keep submission order; a partial entry (a failed batch's) comes only from
 // a failed call and is never assembled; the queue room of every call is
-// freed.
+// freed. Some callers give up at once (Wait with an ended context): a call
+// withdrawn that way is never written, one already on a lane may be.
 func TestOrderingPropertyAcrossTopics(t *testing.T) {
 	var split, interleaved atomic.Int64
 	defer func() {
@@ -583,11 +585,15 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 				ps[i] = NewProducer(Options{Topic: tp, MaxBatchBytes: 4096, MaxQueuedBytes: 32 << 10, ProduceTimeout: time.Minute, Lanes: lanes})
 			}
 			type sub struct {
-				topic   string
-				entries []Entry
-				offs    []int64
-				err     error
+				topic     string
+				entries   []Entry
+				offs      []int64
+				err       error
+				withdrawn bool // Wait gave up while it was queued
+				abandoned bool // Wait gave up after a lane took it
 			}
+			gaveUp, cancel := context.WithCancel(context.Background())
+			cancel()
 			subs := make([][]*sub, len(topics))
 			var wg sync.WaitGroup
 			for ti := range topics {
@@ -613,10 +619,20 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 							return
 						}
 						pds = append(pds, pd)
-						subs[ti] = append(subs[ti], &sub{topic: topics[ti], entries: es})
+						s := &sub{topic: topics[ti], entries: es}
+						subs[ti] = append(subs[ti], s)
+						if intn(8) == 0 {
+							_, err := pd.Wait(gaveUp)
+							assert.ErrorIs(t, err, context.Canceled)
+							s.withdrawn = strings.Contains(err.Error(), "withdrawn before it was sent")
+							s.abandoned = !s.withdrawn
+							s.err = err
+						}
 					}
 					for i, pd := range pds {
-						subs[ti][i].offs, subs[ti][i].err = pd.Wait(ctx)
+						if s := subs[ti][i]; !s.withdrawn && !s.abandoned {
+							s.offs, s.err = pd.Wait(ctx)
+						}
 					}
 				}()
 			}
@@ -634,7 +650,7 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 			for ti := range topics {
 				failedRegions[topics[ti]] = map[uint64]bool{}
 				for _, s := range subs[ti] {
-					if s.err != nil {
+					if s.err != nil && !s.withdrawn {
 						failedRegions[topics[ti]][s.entries[0].Region] = true
 					}
 				}
@@ -673,10 +689,26 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 					at[r.Topic][st.Entry.First] = st.Entry
 				}
 			}
-			failed := 0
+			written := map[string]bool{} // the unique prefix of every entry in the log
+			for _, entries := range at {
+				for _, e := range entries {
+					written[string(e.Data[:bytes.IndexByte(e.Data, 0)])] = true
+				}
+			}
+			failed, withdrawn := 0, 0
 			for ti := range topics {
 				last := map[uint64]int64{}
-				for _, s := range subs[ti] {
+				for i, s := range subs[ti] {
+					if s.withdrawn {
+						withdrawn++
+						for j := range s.entries {
+							require.False(t, written[fmt.Sprintf("%s/%d/%d", topics[ti], i, j)], "a withdrawn call's entry was written")
+						}
+						continue
+					}
+					if s.abandoned {
+						continue // may be written or not
+					}
 					if s.err != nil {
 						// Its entries may be in the log (the contract allows
 						// it), whole; a partial one is never assembled.
@@ -700,7 +732,7 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d requests, %d batches, %d calls failed, %d flushes split (%d interleaved)", len(log.flushes), len(log.calls), failed, log.split, log.interleaved)
+			t.Logf("%d requests, %d batches, %d calls failed, %d withdrawn, %d flushes split (%d interleaved)", len(log.flushes), len(log.calls), failed, withdrawn, log.split, log.interleaved)
 			split.Add(int64(log.split))
 			interleaved.Add(int64(log.interleaved))
 		})
