@@ -247,6 +247,14 @@ func (s *modelStore) measured(topic string, perOff float64) {
 	s.perOff[topic], s.last = perOff, perOff
 }
 
+// sampled records a bytes per offset weighed outside any read (Open's
+// size sample) as the seed of every topic no read measured yet.
+func (s *modelStore) sampled(perOff float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = perOff
+}
+
 func (s *modelStore) save(topic string, m costModel) {
 	if m.learned == 0 {
 		return

@@ -179,3 +179,17 @@ func TestModelLatencySeed(t *testing.T) {
 	require.InDelta(t, b.latency, c.latency, 1e-12, "what the store's reads measured beats the seed")
 	require.False(t, c.latencySeeded)
 }
+
+// TestSampledSizeIsASeed: the size Open weighs from one batch seeds every
+// topic, the weighed one included, and each topic's first response
+// replaces it (one batch is not a topic's average: averaging it in left a
+// full scan's chunks a batch short each, twice the fetches).
+func TestSampledSizeIsASeed(t *testing.T) {
+	var ms modelStore
+	ms.sampled(2000)
+	m := ms.load("a")
+	require.True(t, m.known())
+	require.True(t, m.seeded)
+	m.learn(time.Millisecond, 2100*10, 10, true)
+	require.InDelta(t, 2100, m.perOff, 1e-9, "the first response replaces the sample")
+}

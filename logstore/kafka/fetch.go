@@ -146,15 +146,16 @@ func (f *fetcher) target() float64 {
 	return float64(max(int64(f.s.cfg.FetchMaxBytes)/int64(f.conns()), int64(f.s.cfg.MaxBatchBytes)))
 }
 
-// limit turns an estimate of a chunk's bytes into a fetch's byte limit. An
-// indexed chunk asks a little above it, so that the broker stops at the
-// chunk's end (an estimate just short costs another fetch); a scan chunk
-// asks for the estimate, since what it gets beyond its end the next chunk
-// fetches again.
-func (f *fetcher) limit(est float64, scan bool) int32 {
-	if !scan {
-		est = est*1.02 + 1
-	}
+// limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
+// little above it, so that the broker's whole batches reach the chunk's
+// end. An estimate just short costs another fetch for the chunk's last
+// offsets; a scan chunk that asked for its estimate exactly ended one batch
+// short whenever the chunk's offsets were not a whole number of batches
+// (measured on the local Kafka broker: 78 fetches for a 40 MB scan of 39
+// chunks). What a scan chunk gets beyond its end (at most about a batch and
+// 2%) the next chunk fetches again.
+func (f *fetcher) limit(est float64, _ bool) int32 {
+	est = est*1.02 + 1
 	return int32(min(max(est, 1), float64(f.s.cfg.FetchMaxBytes)))
 }
 

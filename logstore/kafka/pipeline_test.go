@@ -322,3 +322,33 @@ func TestRestartedReadFetchesSizedRanges(t *testing.T) {
 	require.Len(t, got, 15)
 	require.Equal(t, 1, st.Fetches, "the 5 batches in one fetch")
 }
+
+// TestScanChunksEndInOneFetch: a full scan's chunks are cut by the bytes
+// per offset, which need not make a whole number of batches; a chunk just
+// over one (501 offsets of 10-offset batches, as a 1 MiB chunk of 2 KiB
+// entries is) still ends in one fetch: its byte limit reaches the batch
+// that holds its last offset. (Asking for the estimate exactly, every chunk
+// took a second fetch for its last offset.)
+func TestScanChunksEndInOneFetch(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	// 9 connections: a chunk is MaxBatchBytes (1 MiB), above 8 MiB / 9.
+	s := openStore(t, brokers, func(c *kafka.Config) { c.FetchMaxBytes = 8 << 20 })
+	topic := newTopic(t)
+	ctx := context.Background()
+	data := payload(rand.New(rand.NewPCG(9, 9)), 2048)
+	const calls = 300 // 6 MB in batches of 10 entries
+	for i := range calls {
+		es := make([]logstore.Entry, 10)
+		for j := range es {
+			es[j] = logstore.Entry{Namespace: topic, Region: logstore.RegionID(1 + i%4), Data: data}
+		}
+		_, err := s.AppendBatch(ctx, es)
+		require.NoError(t, err)
+	}
+	var st kafka.ReadStats
+	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{NoIndex: true, Stats: &st}))
+	require.Len(t, got, calls/4*10)
+	chunks := int(st.FetchedBytes/(1<<20)) + 1
+	require.LessOrEqual(t, st.Fetches, chunks+2, "about one fetch per 1 MiB chunk (%d bytes)", st.FetchedBytes)
+}

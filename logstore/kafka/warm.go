@@ -29,7 +29,7 @@ import (
 //
 // It also fetches one record batch of the topic the index covers furthest
 // (sizeSample): what an offset weighs there seeds every pass's cost model
-// (modelStore.measured), so that the restart's first reads cut their
+// (modelStore.sampled), so that the restart's first reads cut their
 // ranges into sized fetches at once. Without a size, a read probes each
 // range with a one-batch fetch and continues a longer range only once its
 // probe landed: one more round trip in the way of one region's replay.
@@ -116,8 +116,11 @@ func (s *LogStore) warmReads(ctx context.Context) {
 
 // sizeSample fetches the record batch holding offset off of topic (a
 // fetch limited to 1 byte returns exactly one batch) and records what an
-// offset of it weighs as the topic's measured size, the seed of topics no
-// read measured yet. Best effort: a failure (the offset left the log, an
+// offset of it weighs as the seed of topics no read measured yet, its own
+// included: one batch is not the topic's average, and a seed is replaced
+// by the first response rather than averaged with (measured on the local
+// Kafka broker: taken as the topic's own size, it left a full scan's
+// chunks a batch short each, 77 fetches instead of 39). Best effort: a failure (the offset left the log, an
 // error, a response without a complete batch) records nothing.
 func (s *LogStore) sizeSample(ctx context.Context, topic string, m topicMeta, off int64) {
 	req := newFetchRequest(0, 0, 1)
@@ -138,7 +141,7 @@ func (s *LogStore) sizeSample(ctx context.Context, topic string, m topicMeta, of
 		return
 	}
 	if perOff, ok := batchesWeight(resp.Topics[0].Partitions[0].RecordBatches); ok {
-		s.models.measured(topic, perOff)
+		s.models.sampled(perOff)
 	}
 }
 
