@@ -270,29 +270,9 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, ns string) float64 {
 // A prune after the retention speaks for the records from its start on.
 func TestRetentionPastEveryPrune(t *testing.T) {
 	t.Parallel()
-	brokers := testutil.Brokers(t)
-	dir := t.TempDir()
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	brokers, dir, topic, ids := retainedPastThePrunes(t)
 	ctx := context.Background()
-	topic := newTopic(t)
-	ids := map[logstore.RegionID][]logstore.EntryID{}
-	for i := range 6 {
-		for _, r := range []logstore.RegionID{1, 2} {
-			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
-			require.NoError(t, err)
-			ids[r] = append(ids[r], res.LastEntryIDs[r])
-		}
-	}
-	// Region 1 flushed everything, region 2 its first two entries.
-	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
-	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
-	require.NoError(t, s.Close()) // checkpoints the index: it covers the whole log
-	// Retention (no Prune) deletes below region 2's third entry: region 2
-	// lost nothing it needs (from ids[2][1]+1 only region 1's third entry
-	// went).
-	deleteRecords(t, brokers, topic, int64(ids[2][2])-1)
-
-	s = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
 	for range 2 { // the second time, the index's span has risen with the log start
 		got := collect(t, s.Read(ctx, topic, 2, ids[2][1]+1))
 		require.Len(t, got, 4, "the checkpointed index proves region 2 lost nothing")
@@ -333,25 +313,9 @@ func TestRetentionPastEveryPrune(t *testing.T) {
 // first read answered ErrPruned.)
 func TestRetentionProofSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	brokers := testutil.Brokers(t)
-	dir := t.TempDir()
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	brokers, dir, topic, ids := retainedPastThePrunes(t)
 	ctx := context.Background()
-	topic := newTopic(t)
-	ids := map[logstore.RegionID][]logstore.EntryID{}
-	for i := range 6 {
-		for _, r := range []logstore.RegionID{1, 2} {
-			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
-			require.NoError(t, err)
-			ids[r] = append(ids[r], res.LastEntryIDs[r])
-		}
-	}
-	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
-	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
-	require.NoError(t, s.Close())
-	deleteRecords(t, brokers, topic, int64(ids[2][2])-1) // region 2 lost nothing it needs
-
-	s = openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
 	require.Len(t, collect(t, s.Read(ctx, topic, 2, ids[2][1]+1)), 4, "the checkpoint covers the deleted offsets")
 	// The read raised C to the log start. 100 other regions append 50
 	// times: the next checkpoint's delta outgrows the base, so it writes a
@@ -380,6 +344,34 @@ func TestRetentionProofSurvivesRestart(t *testing.T) {
 	require.Equal(t, ids[2][2], got[0].ID)
 	_, err = readErr(s.Read(ctx, topic, 2, ids[2][1]))
 	require.ErrorIs(t, err, logstore.ErrPruned, "region 2's second entry is gone")
+}
+
+// retainedPastThePrunes writes six entries each of regions 1 and 2 in a new
+// topic through a store with an index directory; region 1 flushes all of
+// them, region 2 its first two; the store closes (its checkpoint covers the
+// whole log), and retention (no Prune) deletes below region 2's third
+// entry: region 2 lost nothing it needs (from ids[2][1]+1 only region 1's
+// third entry went).
+func retainedPastThePrunes(t *testing.T) (brokers []string, dir, topic string, ids map[logstore.RegionID][]logstore.EntryID) {
+	t.Helper()
+	brokers = testutil.Brokers(t)
+	dir = t.TempDir()
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	ctx := context.Background()
+	topic = newTopic(t)
+	ids = map[logstore.RegionID][]logstore.EntryID{}
+	for i := range 6 {
+		for _, r := range []logstore.RegionID{1, 2} {
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: fmt.Appendf(nil, "r%d-%d", r, i)}})
+			require.NoError(t, err)
+			ids[r] = append(ids[r], res.LastEntryIDs[r])
+		}
+	}
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][5]))
+	require.NoError(t, s.Obsolete(ctx, topic, 2, ids[2][1]))
+	require.NoError(t, s.Close())
+	deleteRecords(t, brokers, topic, int64(ids[2][2])-1)
+	return brokers, dir, topic, ids
 }
 
 // deleteRecords deletes the topic's records below offset at, as retention
