@@ -1,9 +1,7 @@
 package kafka
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/kwal/kwal/logstore"
 )
@@ -26,25 +24,13 @@ import (
 type span struct{ from, to int64 }
 
 // controlSpans returns the offsets of the complete control batches in a
-// fetch response's record batches. Every batch format frames a batch as
-// base offset (8 bytes), length (4) and that many bytes; in format 2 (the
-// only one with control batches) the attributes sit at bytes 21-22 (bit
-// 0x20: control) and the last offset delta at bytes 23-26.
+// fetch response's record batches.
 func controlSpans(raw []byte) []span {
 	var out []span
-	for len(raw) >= 27 {
-		base := int64(binary.BigEndian.Uint64(raw[0:8]))
-		size := int64(int32(binary.BigEndian.Uint32(raw[8:12])))
-		if size < 15 || 12+size > int64(len(raw)) {
-			break // a partial batch at the end of the response
+	for b := range batchFrames(raw) {
+		if b.control && b.next > 0 {
+			out = append(out, span{from: b.base, to: b.next})
 		}
-		if raw[16] == 2 && binary.BigEndian.Uint16(raw[21:23])&0x20 != 0 {
-			last := int64(int32(binary.BigEndian.Uint32(raw[23:27])))
-			if base >= 0 && last >= 0 && base <= math.MaxInt64-last-1 {
-				out = append(out, span{from: base, to: base + last + 1})
-			}
-		}
-		raw = raw[12+size:]
 	}
 	return out
 }

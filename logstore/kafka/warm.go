@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"sync"
 	"time"
@@ -123,14 +122,7 @@ func (s *LogStore) warmReads(ctx context.Context) {
 // chunks a batch short each, 77 fetches instead of 39). Best effort: a failure (the offset left the log, an
 // error, a response without a complete batch) records nothing.
 func (s *LogStore) sizeSample(ctx context.Context, topic string, m topicMeta, off int64) {
-	req := newFetchRequest(0, 0, 1)
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = topic, m.id
-	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, 1
-	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
+	req := withPartition(newFetchRequest(0, 0, 1), topic, m.id, off, 1)
 	kresp, err := s.admin.Broker(int(m.leader)).Request(ctx, req)
 	if err != nil {
 		s.log.Debug("kwal: open: sampling record sizes", "topic", topic, "err", err)
@@ -146,23 +138,18 @@ func (s *LogStore) sizeSample(ctx context.Context, topic string, m topicMeta, of
 }
 
 // batchesWeight is the bytes per offset of the complete record batches at
-// the start of b (Kafka's v2 batch header: base offset at 0, length at 8,
-// last offset delta at 23), and whether there was one.
+// the start of b, and whether there was one.
 func batchesWeight(b []byte) (float64, bool) {
-	const headerLen = 61 // the v2 record batch header
 	var n, first, next int64
-	for len(b) >= headerLen {
-		base := int64(binary.BigEndian.Uint64(b))
-		size := int64(binary.BigEndian.Uint32(b[8:])) + 12
-		if base < 0 || base > math.MaxInt64/2 || size < headerLen || size > int64(len(b)) {
+	for f := range batchFrames(b) {
+		if !f.v2 || f.next == 0 || f.base > math.MaxInt64/2 {
 			break // not a batch of a log (an offset is never negative)
 		}
 		if n == 0 {
-			first = base
+			first = f.base
 		}
-		next = base + int64(binary.BigEndian.Uint32(b[23:])) + 1
-		n += size
-		b = b[size:]
+		next = f.next
+		n += f.size
 	}
 	if n == 0 || next <= first {
 		return 0, false

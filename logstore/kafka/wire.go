@@ -69,18 +69,24 @@ func newFetchRequest(maxWaitMillis, minBytes, maxBytes int32) *kmsg.FetchRequest
 	return req
 }
 
+// withPartition adds the topic's partition to req, fetched from off with
+// at most maxBytes.
+func withPartition(req *kmsg.FetchRequest, topic string, topicID [16]byte, off int64, maxBytes int32) *kmsg.FetchRequest {
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = topic, topicID
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, maxBytes
+	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
 // fetchOnce issues one fetch request at off to the given leader. It touches
 // no reader state, so several may run at once.
 func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
 	s := f.s
-	req := newFetchRequest(100, 1, max(maxBytes, 1))
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic, t.TopicID = f.topic, topicID
-	p := kmsg.NewFetchRequestTopicPartition()
-	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, max(maxBytes, 1)
-	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
+	req := withPartition(newFetchRequest(100, 1, max(maxBytes, 1)), f.topic, topicID, off, max(maxBytes, 1))
 
 	began := time.Now()
 	kresp, err := cl.Broker(int(leader)).Request(ctx, req)
