@@ -739,19 +739,32 @@ func TestOrderingPropertyAcrossTopics(t *testing.T) {
 	}
 }
 
+// boundedReq is the bytes of each request of boundedStore's entry: one
+// record, a 28-byte key and 1972 bytes of data.
+const boundedReq = 2000
+
+// boundedStore is a store bound to 3 requests' bytes over a blocked log,
+// with two namespaces a and b, each bound to 2 requests' bytes (raised to
+// MaxBatchBytes), and entry makes one request's entries of a region.
+func boundedStore() (log *fakeLog, lanes *Lanes, a, b *Producer, entry func(region uint64) []Entry) {
+	log = &fakeLog{block: make(chan struct{})}
+	lanes = NewLanes(LanesOptions{Clients: newFakeClients(log, 2), MaxQueuedBytes: 3 * boundedReq})
+	a = NewProducer(Options{Topic: "a", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * boundedReq, ProduceTimeout: time.Hour, Lanes: lanes})
+	b = NewProducer(Options{Topic: "b", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * boundedReq, ProduceTimeout: time.Hour, Lanes: lanes})
+	entry = func(region uint64) []Entry {
+		return []Entry{{Region: region, Data: make([]byte, boundedReq-record.KeySize)}}
+	}
+	return log, lanes, a, b, entry
+}
+
 // TestStoreBoundAndNamespaceShare protects the store-wide memory bound: a
 // namespace holds at most its own MaxQueuedBytes of the store's bound
 // (here 2 requests' bytes, raised to MaxBatchBytes, of 3), so another namespace still gets room, and
 // once the store's bound is reached no namespace gets more until requests
 // are resolved.
 func TestStoreBoundAndNamespaceShare(t *testing.T) {
-	log := &fakeLog{block: make(chan struct{})}
-	const req = 2000 // bytes of each request: one record, a 28-byte key and 1972 bytes of data
-	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 2), MaxQueuedBytes: 3 * req})
-	a := NewProducer(Options{Topic: "a", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
-	b := NewProducer(Options{Topic: "b", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
+	log, lanes, a, b, entry := boundedStore()
 	ctx := context.Background()
-	entry := func(region uint64) []Entry { return []Entry{{Region: region, Data: make([]byte, req-record.KeySize)}} }
 	tryIn := func(p *Producer, region uint64) error {
 		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
@@ -811,13 +824,8 @@ func (c *watchedCtx) Done() <-chan struct{} {
 // (ErrClosed), gives back the namespace room it took and takes none of the
 // store's, and nothing of it is written.
 func TestQueueWaitFailureReleasesItsRoom(t *testing.T) {
-	log := &fakeLog{block: make(chan struct{})}
-	const req = 2000 // bytes of each request: one record, a 28-byte key and 1972 bytes of data
-	lanes := NewLanes(LanesOptions{Clients: newFakeClients(log, 2), MaxQueuedBytes: 3 * req})
-	a := NewProducer(Options{Topic: "a", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
-	b := NewProducer(Options{Topic: "b", MaxBatchBytes: 4096, MaxQueuedBytes: 2 * req, ProduceTimeout: time.Hour, Lanes: lanes})
+	log, lanes, a, b, entry := boundedStore()
 	ctx := context.Background()
-	entry := func(region uint64) []Entry { return []Entry{{Region: region, Data: make([]byte, req-record.KeySize)}} }
 	var pds []*Pending
 	for _, in := range []struct {
 		p      *Producer
@@ -855,19 +863,19 @@ func TestQueueWaitFailureReleasesItsRoom(t *testing.T) {
 		require.False(t, lanes.sem.TryAcquire(store+1), "%s: the store has no more than %d bytes of room", what, store)
 	}
 	nsRoom := b.opts.MaxQueuedBytes // 2 requests' bytes, raised to MaxBatchBytes
-	roomLeft("before", nsRoom-req, 0)
+	roomLeft("before", nsRoom-boundedReq, 0)
 
 	cctx, cancel := context.WithCancelCause(ctx)
 	cause := errors.New("the caller gave up")
 	err := submit(newWatchedCtx(cctx), 8, func() { cancel(cause) })
 	require.ErrorIs(t, err, cause)
 	require.Contains(t, err.Error(), "nothing was written")
-	roomLeft("after the caller's context ended", nsRoom-req, 0)
+	roomLeft("after the caller's context ended", nsRoom-boundedReq, 0)
 
 	closed := make(chan error, 1)
 	err = submit(newWatchedCtx(ctx), 9, func() { go func() { closed <- b.Close(ctx) }() })
 	require.ErrorIs(t, err, logstore.ErrClosed)
-	roomLeft("after the producer closed", nsRoom-req, 0)
+	roomLeft("after the producer closed", nsRoom-boundedReq, 0)
 
 	close(log.block)
 	for _, pd := range pds {
@@ -877,7 +885,7 @@ func TestQueueWaitFailureReleasesItsRoom(t *testing.T) {
 	require.NoError(t, <-closed)
 	require.NoError(t, a.Close(ctx))
 	lanes.Close()
-	roomLeft("after every request resolved", nsRoom, 3*req)
+	roomLeft("after every request resolved", nsRoom, 3*boundedReq)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	require.Len(t, log.recs, 3, "only the queued requests were written")
