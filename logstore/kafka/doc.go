@@ -67,6 +67,7 @@
 //	               the cached leader in one round trip
 //	fetch.go       the fetch pipeline
 //	wire.go        one fetch request and Kafka's errors
+//	batches.go     the walk of a fetch response's record batch headers
 //	cost.go        the cost model of fetching
 //	warm.go        Open warms the indexed topics' fetch connections and
 //	               seeds the cost model (a round trip, one batch's size)
