@@ -504,7 +504,7 @@ func TestMaxRegionsMergesOnlyABacklog(t *testing.T) {
 	}
 	// Once the worker took every request from the queue, they are all
 	// pending together when the lane frees.
-	require.Eventually(t, func() bool { return len(p.lanes.queue) == 0 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.lanes.in.len() == 0 }, 10*time.Second, time.Millisecond)
 	close(log.block)
 	_, err = first.Wait(ctx)
 	require.NoError(t, err)
