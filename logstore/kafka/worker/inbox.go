@@ -20,9 +20,8 @@ import (
 // (either may be a second ready group of the topic, which cannot share
 // the held dispatch), or the inbox's bytes exceed the room left in the
 // held dispatch (room), or its Deadline falls before the hold's end (until:
-// the deadline heap must learn of it in time), or the hold is over (until
-// passed: the wake timer is late, and the arrival wakes the dispatcher as
-// it would have without the hold). A closing marker always signals. When the dispatcher is not holding, every arrival signals. A
+// the deadline heap must learn of it in time). A closing marker always
+// signals. When the dispatcher is not holding, every arrival signals. A
 // signal on a pending signal costs nothing (the channel is full; the send
 // is skipped without a lock).
 //
@@ -60,22 +59,11 @@ func (in *inbox) put(r *request) bool {
 	r.w.inboxed++
 	again := r.w.inboxed > 1
 	in.mu.Unlock()
-	if r.closing || again || !in.holding.Load() || r.w.hot.Load() || bytes > in.room.Load() || in.due(r) {
+	if r.closing || again || !in.holding.Load() || r.w.hot.Load() || bytes > in.room.Load() ||
+		!r.deadline.At.IsZero() && r.deadline.At.UnixNano() < in.until.Load() {
 		in.signal()
 	}
 	return true
-}
-
-// due reports, while the dispatcher holds, whether the hold is over (its
-// wake timer may fire late on a loaded machine, and an arrival then wakes
-// the dispatcher as any arrival did before the inbox) or r's deadline
-// falls before the hold's end.
-func (in *inbox) due(r *request) bool {
-	until := in.until.Load()
-	if !r.deadline.At.IsZero() && r.deadline.At.UnixNano() < until {
-		return true
-	}
-	return time.Now().UnixNano() >= until
 }
 
 func (in *inbox) signal() {
