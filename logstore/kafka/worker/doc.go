@@ -18,8 +18,8 @@
 // topic's byte-bounded queue and then from the store's (blocking, with the caller's context, while
 // either is full: memory stays bounded when Kafka is slow) and puts one
 // request in the dispatcher's inbox, which wakes the dispatcher only if it
-// may have to act on the request at once (see below). The dispatcher groups each topic's pending requests by region,
-// packs the next ready group of as many topics as fit MaxRequestBytes into
+// may have to act on the request at once (see below). The dispatcher
+// groups each topic's pending requests by region, packs the next ready group of as many topics as fit MaxRequestBytes into
 // one dispatch, and hands it to a free lane. The lane buffers the records
 // on its franz-go client (created with ManualFlushing) and flushes them:
 // each topic's group becomes one record batch, and the batches of all
