@@ -20,10 +20,11 @@ import (
 // errors (wire.go). It shares no state with the reader; its counters are
 // read once its goroutine has ended.
 //
-// Pipelining: the planned ranges are cut into chunks of about target bytes
-// (a gap of other regions' records between two ranges is fetched through
-// when the cost model says streaming it is cheaper than another fetch's
-// latency), and chunks are fetched concurrently over the store's
+// Pipelining: once the cost model can price the plan, it is cut into
+// stretches (decide: where the ranges lie dense, a run of them is read
+// whole, gaps of other regions' records included; where they lie sparse,
+// each is fetched alone), these are cut into chunks of about target bytes,
+// and chunks are fetched concurrently over the store's
 // connections, at most one on the wire per connection and at most
 // FetchMaxBytes of byte limits (responses received but not yet handed over
 // included, at their size when a probe's response is larger), so the
@@ -66,9 +67,8 @@ type fetcher struct {
 	onWire   int           // started chunks whose response has not landed
 	busy     []int         // fetches on the wire per store connection
 	landed   chan *slot    // chunks whose response landed, in landing order
-	decided  bool          // the indexed-or-scan choice is made
+	decided  bool          // the plan is cut into stretches
 	planned  int64         // offsets of the planned ranges (the reads' joined)
-	through  int64         // offsets of the gaps fetched through
 	client   int           // round-robin over the store's connections
 	// cohorts are the reads that started with the pass's first read (see
 	// readBounds): nothing is cut from the plan until each has joined a
@@ -86,10 +86,15 @@ type fetcher struct {
 type fetchStats struct {
 	fetches    int   // fetch requests
 	bytes      int64 // record batch bytes fetched
-	mergedGaps int   // gaps between planned ranges fetched through
+	mergedGaps int   // gaps between planned ranges read through (inside stretches)
 	plan       string
 	estIndexed time.Duration
 	estScan    time.Duration
+	estPlan    time.Duration // of the plan chosen
+	// stretches of several planned ranges read whole, and the offsets
+	// they read beyond those ranges
+	stretches    int
+	stretchExtra int64
 }
 
 // fetched is one message from the fetcher to the reader: a response for
@@ -112,7 +117,7 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
-	shared   int // fetches on the wire when it started, itself included
+	shared   int // the store's fetches on the wire when it started, itself included
 	conn     int // the store connection it went on
 	// res is the response, set by the fetch goroutine before it sends the
 	// slot on landed; the fetcher reads it once it took the slot from
@@ -235,7 +240,8 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		if res.bytes > 0 {
 			// The first batch may begin below head.off: its bytes
 			// span from its base. A fetch that shared the broker with
-			// others took their time too: its own cost is its share.
+			// others (this pass's or other passes') took their time
+			// too: its own cost is its share.
 			own := f.model.known() && !f.model.seeded
 			f.model.learn(res.took/time.Duration(max(head.shared, 1)), res.bytes, res.next-res.base, res.warm)
 			if !own {
@@ -328,7 +334,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	f.busy[k]++
 	f.inflight++
 	f.onWire++
-	sl.shared = f.onWire
+	sl.shared = int(f.s.fetchesOnWire.Add(1))
 	sl.charged = int64(sl.maxBytes)
 	f.inBytes += sl.charged
 	cl, warm := f.s.fetchClient(k)
@@ -339,6 +345,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 		defer cancel()
 		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+		f.s.fetchesOnWire.Add(-1)
 		res.warm = warm
 		sl.res = res
 		select {
@@ -391,9 +398,8 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 	}
 }
 
-// cut takes the next chunk from pending: the first range, extended through
-// the following ones while the gaps are cheap to stream and the chunk stays
-// within target bytes, or the first target bytes of a larger range.
+// cut takes the next chunk from pending: the first range, or the first
+// target bytes of a larger range.
 func (f *fetcher) cut() *slot {
 	f.cutAny = true
 	rg := f.pending[0]
@@ -417,33 +423,22 @@ func (f *fetcher) cut() *slot {
 			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n), rg.Scan)}
 		}
 	}
-	i := 1
-	for ; i < len(f.pending); i++ {
-		nx := f.pending[i]
-		gap := f.model.bytes(nx.Start - rg.End)
-		more := f.model.bytes(nx.End - nx.Start)
-		if !f.model.throughGap(gap) || est+gap+more > target || f.through+nx.Start-rg.End > f.gapBudget() {
-			break
-		}
-		f.through += nx.Start - rg.End
-		rg.End, rg.Scan = nx.End, rg.Scan || nx.Scan
-		est += gap + more
-		f.stats.mergedGaps++
-	}
-	f.pending = f.pending[i:]
+	// Gaps worth fetching through were merged into stretches when the
+	// plan was priced (decide): a range is fetched as it stands.
+	f.pending = f.pending[1:]
 	f.frontier = rg.End
 	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est, rg.Scan)}
 }
 
-// gapBudget is how many offsets of gaps the pass may fetch through.
+// gapBudget is how many offsets beyond its planned ranges the pass may
+// read to save fetches (see costModel.stretches).
 func (f *fetcher) gapBudget() int64 { return int64(gapShare * float64(f.planned)) }
 
-// decide picks the cheaper of the remaining plan and a scan of its span,
-// once the model can price them. The gap rule (throughGap) makes most
-// plans no dearer than their scan already; this catches the rest, such as
-// a plan whose gaps are all cheap (one scan, cut evenly). The scan keeps
-// every record the plan would have read (it covers the plan), so the
-// choice changes cost only.
+// decide cuts the remaining plan into stretches once the model can price
+// it (costModel.stretches): where the ranges lie dense, a stretch of them
+// is read whole, in chunks, as one scan; where they lie sparse, each is
+// fetched on its own. A stretch read whole keeps every record its ranges
+// would have given (it covers them), so the choice changes cost only.
 func (f *fetcher) decide() {
 	f.decided = true
 	if f.noIndex || len(f.pending) == 0 {
@@ -454,19 +449,38 @@ func (f *fetcher) decide() {
 		f.stats.plan = "scan"
 		return
 	}
-	idx, scan := f.model.planCosts(f.pending, f.target(), f.gapBudget()-f.through)
+	target := f.target()
+	idx, scan := f.model.planCosts(f.pending, target)
 	f.stats.estIndexed = time.Duration(idx * float64(time.Second))
 	f.stats.estScan = time.Duration(scan * float64(time.Second))
-	f.stats.plan = "indexed"
-	// A tie goes to the scan: the same bytes in fewer, evenly cut fetches.
-	if scan <= idx*(1+1e-9) {
-		span := index.Range{Start: f.pending[0].Start, End: f.pending[len(f.pending)-1].End}
-		for _, r := range f.pending {
+	p := f.model.stretches(f.pending, target, f.gapBudget())
+	f.stats.estPlan = time.Duration(p.time * float64(time.Second))
+	out := make([]index.Range, 0, len(p.first))
+	for k, j := range p.first {
+		end := len(f.pending)
+		if k+1 < len(p.first) {
+			end = p.first[k+1]
+		}
+		span := index.Range{Start: f.pending[j].Start, End: f.pending[end-1].End}
+		for _, r := range f.pending[j:end] {
 			span.Scan = span.Scan || r.Scan
 		}
-		f.pending = append(f.pending[:0], span)
-		f.stats.plan = "scan (cheaper than indexed)"
+		if end-j > 1 {
+			f.stats.stretches++
+			f.stats.mergedGaps += end - j - 1
+			f.stats.stretchExtra += span.End - span.Start - spanOffsets(f.pending[j:end])
+		}
+		out = append(out, span)
 	}
+	switch {
+	case len(f.pending) > 1 && len(out) == 1:
+		f.stats.plan = "scan (cheaper than indexed)"
+	case f.stats.stretches > 0:
+		f.stats.plan = "mixed (dense stretches scanned)"
+	default:
+		f.stats.plan = "indexed"
+	}
+	f.pending = out
 }
 
 // join takes a read's planned ranges into the running pass, or reports
