@@ -34,44 +34,92 @@ func TestCostModel(t *testing.T) {
 // TestPlanCosts protects the planner's choice: ranges of a dense plan
 // (gaps cheap to stream) are read as one scan when its byte budget allows,
 // a plan of a few ranges far apart fetches them alone, and a plan too
-// dense to fetch range by range within its byte budget is still read in
-// no more time than its scan.
+// dense to fetch range by range within its byte budget still reads
+// stretches whole. Whatever the choice, the chunks cut cover every planned
+// range, in order, without overlapping.
 func TestPlanCosts(t *testing.T) {
 	m := costModel{latency: 0.001, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}
-	target := 1e6
+	st := &LogStore{cfg: DefaultConfig()}
+	run := func(m costModel, rs []index.Range, planned int64) *fetcher {
+		t.Helper()
+		f := &fetcher{s: st, model: m, pending: slices.Clone(rs), planned: planned}
+		f.decide()
+		var chunks []index.Range
+		for len(f.pending) > 0 {
+			sl := f.cut()
+			if n := len(chunks); n > 0 {
+				require.GreaterOrEqual(t, sl.rg.Start, chunks[n-1].End, "chunks ascend without overlapping")
+			}
+			require.Equal(t, sl.rg.Start, sl.off)
+			chunks = append(chunks, sl.rg)
+		}
+		require.Empty(t, subtractRanges(rs, chunks), "the chunks cover every planned range")
+		return f
+	}
 	// Gaps of 10 offsets (10 kB, 0.1 ms to stream) under a 1 ms latency.
 	var dense []index.Range
 	for i := range int64(100) {
 		dense = append(dense, index.Range{Start: i * 20, End: i*20 + 10})
 	}
-	idx, scan := m.planCosts(dense, target)
+	idx, scan := m.planCosts(dense, float64(st.cfg.FetchMaxBytes))
 	require.Greater(t, idx, 5*scan, "a fetch per range costs far more than the scan")
-	st := &LogStore{cfg: DefaultConfig()}
-	f := &fetcher{s: st, model: m, pending: slices.Clone(dense), planned: 1 << 40}
-	f.decide()
-	require.Equal(t, "scan (cheaper than indexed)", f.stats.plan, "within a large byte budget")
-	f = &fetcher{s: st, model: m, pending: slices.Clone(dense), planned: spanOffsets(dense)}
-	f.decide()
+	f := run(m, dense, 1<<40)
+	require.Equal(t, "scan (cheaper than indexed)", f.planName(), "within a large byte budget")
+	f = run(m, dense, spanOffsets(dense))
 	require.Less(t, f.stats.estPlan, f.stats.estIndexed, "a budget of a tenth is not met below the scan's time: the plan reads stretches whole all the same")
-	require.Empty(t, subtractRanges(dense, f.pending), "its stretches cover every planned range")
+	require.Positive(t, f.stats.stretches)
 	// Three ranges of 10 offsets, 100,000 offsets (100 MB) apart.
 	sparse := []index.Range{{Start: 0, End: 10}, {Start: 100_000, End: 100_010}, {Start: 200_000, End: 200_010}}
-	idx, scan = m.planCosts(sparse, target)
+	idx, scan = m.planCosts(sparse, float64(st.cfg.FetchMaxBytes))
 	require.Less(t, idx*100, scan)
-
-	f = &fetcher{s: st, model: m, pending: sparse, planned: 1 << 40}
-	f.decide()
-	require.Equal(t, "indexed", f.stats.plan)
-	require.Equal(t, sparse, f.pending)
+	f = run(m, sparse, 1<<40)
+	require.Equal(t, "indexed", f.planName())
+	require.Zero(t, f.stats.stretchExtra)
 	// Ranges one offset apart with a huge latency: one scan of the span.
 	var tight []index.Range
 	for i := range int64(50) {
 		tight = append(tight, index.Range{Start: i * 3, End: i*3 + 2})
 	}
-	f = &fetcher{s: st, model: costModel{latency: 1, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}, pending: append([]index.Range(nil), tight...), planned: 1 << 40}
+	f = run(costModel{latency: 1, rate: 100e6, perOff: 1000, nLatency: 1, nRate: 1}, tight, 1<<40)
+	require.Equal(t, "scan (cheaper than indexed)", f.planName())
+	require.Equal(t, int64(49), f.stats.stretchExtra)
+	// Dense at the end, sparse before, as a restart's replays are: mixed.
+	mixed := slices.Clone(sparse)
+	for i := range int64(20) {
+		mixed = append(mixed, index.Range{Start: 300_000 + i*20, End: 300_000 + i*20 + 10})
+	}
+	f = run(m, mixed, 1<<40)
+	require.Equal(t, "mixed (dense stretches scanned)", f.planName())
+	require.Equal(t, 1, f.stats.stretches)
+	require.Equal(t, int64(190), f.stats.stretchExtra)
+
+	// Priced on a latency far too low, the plan fetches every range; as
+	// its fetches measure the real latency, what is left is cut again.
+	cheap := m
+	cheap.latency = 1e-9
+	f = &fetcher{s: st, model: cheap, pending: slices.Clone(mixed), planned: 1 << 40}
+	require.True(t, f.shouldDecide())
 	f.decide()
-	require.Equal(t, "scan (cheaper than indexed)", f.stats.plan)
-	require.Equal(t, []index.Range{{Start: 0, End: tight[len(tight)-1].End}}, f.pending, "the scan covers every planned range")
+	require.Empty(t, f.stretches)
+	var chunks []index.Range
+	for range 4 {
+		chunks = append(chunks, f.cut().rg)
+	}
+	require.False(t, f.shouldDecide(), "nothing learned since")
+	f.model.latency, f.model.learned = m.latency, 1
+	require.True(t, f.shouldDecide())
+	f.decide()
+	for len(f.pending) > 0 {
+		chunks = append(chunks, f.cut().rg)
+	}
+	require.Empty(t, subtractRanges(mixed, chunks))
+	require.Equal(t, "mixed (dense stretches scanned)", f.planName())
+	require.Equal(t, int64(190-10), f.stats.stretchExtra, "the dense ranges left are read as one stretch")
+	f.model.learned = 2
+	require.True(t, f.shouldDecide())
+	f.decide()
+	f.model.learned = 3
+	require.False(t, f.shouldDecide(), "again after 4")
 }
 
 // TestRangeSetOps checks unionRanges and subtractRanges against sets of

@@ -68,8 +68,14 @@ type fetcher struct {
 	busy     []int         // fetches on the wire per store connection
 	landed   chan *slot    // chunks whose response landed, in landing order
 	decided  bool          // the plan is cut into stretches
-	planned  int64         // offsets of the planned ranges (the reads' joined)
-	client   int           // round-robin over the store's connections
+	// stretches are the spans of pending read whole (decide): ascending,
+	// each made of whole pending ranges. inStretch is set while chunks of
+	// the first one are being cut.
+	stretches []index.Range
+	inStretch bool
+	decidedAt int   // the model's learned count at the last decide
+	planned   int64 // offsets of the planned ranges (the reads' joined)
+	client    int   // round-robin over the store's connections
 	// cohorts are the reads that started with the pass's first read (see
 	// readBounds): nothing is cut from the plan until each has joined a
 	// pass or given up, so that their ranges are planned together.
@@ -92,9 +98,11 @@ type fetchStats struct {
 	estScan    time.Duration
 	estPlan    time.Duration // of the plan chosen
 	// stretches of several planned ranges read whole, and the offsets
-	// they read beyond those ranges
+	// they read beyond those ranges; alone counts chunks of ranges
+	// fetched on their own
 	stretches    int
 	stretchExtra int64
+	alone        int
 }
 
 // fetched is one message from the fetcher to the reader: a response for
@@ -389,9 +397,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0 && f.pending[0].Scan) {
 			return
 		}
-		// Deciding needs sizes too: with no bytes per offset a plan
-		// prices as its fetches' latencies only, and a scan always wins.
-		if !f.decided && f.model.priced() && f.model.known() {
+		if f.shouldDecide() {
 			f.decide()
 		}
 		f.queue = append(f.queue, f.cut())
@@ -399,11 +405,19 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 }
 
 // cut takes the next chunk from pending: the first range, or the first
-// target bytes of a larger range.
+// target bytes of a larger range, or, where the first range begins a
+// stretch (decide), the first target bytes of the stretch.
 func (f *fetcher) cut() *slot {
 	f.cutAny = true
 	rg := f.pending[0]
 	target := f.target()
+	for len(f.stretches) > 0 && f.stretches[0].End <= rg.Start {
+		f.stretches, f.inStretch = f.stretches[1:], false
+	}
+	if len(f.stretches) > 0 && f.stretches[0].Start <= rg.Start {
+		return f.cutStretch(target)
+	}
+	f.stats.alone++
 	if !f.model.known() {
 		f.pending = f.pending[1:]
 		f.frontier = rg.End
@@ -423,30 +437,76 @@ func (f *fetcher) cut() *slot {
 			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n), rg.Scan)}
 		}
 	}
-	// Gaps worth fetching through were merged into stretches when the
-	// plan was priced (decide): a range is fetched as it stands.
 	f.pending = f.pending[1:]
 	f.frontier = rg.End
 	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est, rg.Scan)}
+}
+
+// cutStretch cuts the next chunk of the first stretch, which the first
+// pending range lies in: from that range's start, up to target bytes and
+// the stretch's end, whatever lies between the planned ranges included.
+// The planned ranges it covers leave pending (one it ends inside keeps its
+// rest).
+func (f *fetcher) cutStretch(target float64) *slot {
+	st := &f.stretches[0]
+	chunk := index.Range{Start: f.pending[0].Start, End: st.End}
+	if n := max(int64(target/f.model.perOff), 1); chunk.Start+n < chunk.End {
+		chunk.End = chunk.Start + n
+	}
+	var planned int64
+	i := 0
+	for ; i < len(f.pending) && f.pending[i].Start < chunk.End; i++ {
+		r := f.pending[i]
+		chunk.Scan = chunk.Scan || r.Scan
+		if r.End > chunk.End {
+			planned += chunk.End - r.Start
+			f.pending[i].Start = chunk.End
+			break
+		}
+		planned += r.End - r.Start
+	}
+	f.pending = f.pending[i:]
+	if !f.inStretch {
+		f.inStretch = true
+		f.stats.stretches++
+	}
+	f.stats.stretchExtra += chunk.End - chunk.Start - planned
+	if st.Start = chunk.End; st.Start >= st.End {
+		f.stretches, f.inStretch = f.stretches[1:], false
+	}
+	f.frontier = chunk.End
+	return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(chunk.End-chunk.Start), chunk.Scan)}
 }
 
 // gapBudget is how many offsets beyond its planned ranges the pass may
 // read to save fetches (see costModel.stretches).
 func (f *fetcher) gapBudget() int64 { return int64(gapShare * float64(f.planned)) }
 
-// decide cuts the remaining plan into stretches once the model can price
-// it (costModel.stretches): where the ranges lie dense, a stretch of them
-// is read whole, in chunks, as one scan; where they lie sparse, each is
-// fetched on its own. A stretch read whole keeps every record its ranges
-// would have given (it covers them), so the choice changes cost only.
-func (f *fetcher) decide() {
-	f.decided = true
-	if f.noIndex || len(f.pending) == 0 {
-		f.stats.plan = "scan"
-		return
+// shouldDecide reports whether the plan left is to be cut into stretches
+// now. Deciding needs a priced model with sizes: with no bytes per offset
+// a plan prices as its fetches' latencies only, and a scan always wins.
+// What is left of the plan is cut again as the pass's own fetches measure
+// the broker (after 1, 2, 4, 8, ... of them): the first cut was priced on
+// Open's samples, which a busy broker's fetches of data can cost many
+// times over.
+func (f *fetcher) shouldDecide() bool {
+	if !f.model.priced() || !f.model.known() {
+		return false
 	}
-	if len(f.pending) == 1 && f.pending[0].Scan {
-		f.stats.plan = "scan"
+	return !f.decided || (f.model.learned > 0 && f.model.learned >= 2*f.decidedAt)
+}
+
+// decide cuts the remaining plan into stretches once the model can price
+// it (costModel.stretches): where the ranges lie dense, a run of them is
+// read whole, in chunks, as one scan; where they lie sparse, each is
+// fetched on its own. A stretch read whole keeps every record its ranges
+// would have given (it covers them), so the choice changes cost only. It
+// runs again on what is left of the plan as the model learns, and when a
+// read joins.
+func (f *fetcher) decide() {
+	f.decided, f.decidedAt = true, f.model.learned
+	f.stretches, f.inStretch = f.stretches[:0], false
+	if f.noIndex || len(f.pending) == 0 || (len(f.pending) == 1 && f.pending[0].Scan) {
 		return
 	}
 	target := f.target()
@@ -455,32 +515,30 @@ func (f *fetcher) decide() {
 	f.stats.estScan = time.Duration(scan * float64(time.Second))
 	p := f.model.stretches(f.pending, target, f.gapBudget())
 	f.stats.estPlan = time.Duration(p.time * float64(time.Second))
-	out := make([]index.Range, 0, len(p.first))
 	for k, j := range p.first {
 		end := len(f.pending)
 		if k+1 < len(p.first) {
 			end = p.first[k+1]
 		}
-		span := index.Range{Start: f.pending[j].Start, End: f.pending[end-1].End}
-		for _, r := range f.pending[j:end] {
-			span.Scan = span.Scan || r.Scan
-		}
 		if end-j > 1 {
-			f.stats.stretches++
+			f.stretches = append(f.stretches, index.Range{Start: f.pending[j].Start, End: f.pending[end-1].End})
 			f.stats.mergedGaps += end - j - 1
-			f.stats.stretchExtra += span.End - span.Start - spanOffsets(f.pending[j:end])
 		}
-		out = append(out, span)
 	}
+}
+
+// planName says what the pass read (ReadStats.Plan).
+func (f *fetcher) planName() string {
 	switch {
-	case len(f.pending) > 1 && len(out) == 1:
-		f.stats.plan = "scan (cheaper than indexed)"
-	case f.stats.stretches > 0:
-		f.stats.plan = "mixed (dense stretches scanned)"
+	case f.stats.plan == "scan" || f.noIndex:
+		return "scan"
+	case f.stats.stretches == 0:
+		return "indexed"
+	case f.stats.alone == 0 && f.stats.stretches == 1:
+		return "scan (cheaper than indexed)"
 	default:
-		f.stats.plan = "indexed"
+		return "mixed (dense stretches scanned)"
 	}
-	f.pending = out
 }
 
 // join takes a read's planned ranges into the running pass, or reports
@@ -535,6 +593,11 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 	f.queue = slices.Insert(f.queue, at, &slot{join: j.sub})
 	f.pending = unionRanges(f.pending, above)
 	f.planned += spanOffsets(j.ranges)
+	if f.decided {
+		// Its ranges may fall inside stretches or between them: the plan
+		// left is cut again.
+		f.decide()
+	}
 	return true
 }
 

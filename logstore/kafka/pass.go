@@ -166,7 +166,7 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 		p.err = err
 		p.stats = ReadStats{
 			Fetches: f.stats.fetches, FetchedBytes: f.stats.bytes, Records: r.stats.Records, Missing: r.stats.Missing,
-			Plan: f.stats.plan, Pass: p.id, MergedGaps: f.stats.mergedGaps,
+			Plan: f.planName(), Pass: p.id, MergedGaps: f.stats.mergedGaps,
 			FetchLatency:      time.Duration(f.model.latency * float64(time.Second)),
 			StreamBytesPerSec: f.model.rate, EstIndexed: f.stats.estIndexed, EstScan: f.stats.estScan, EstPlan: f.stats.estPlan,
 			Stretches: f.stats.stretches, StretchExtra: f.stats.stretchExtra,
