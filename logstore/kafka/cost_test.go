@@ -92,6 +92,7 @@ func TestPlanCosts(t *testing.T) {
 	require.Equal(t, "mixed (dense stretches scanned)", f.planName())
 	require.Equal(t, 1, f.stats.stretches)
 	require.Equal(t, int64(190), f.stats.stretchExtra)
+	require.Equal(t, 19, f.stats.mergedGaps)
 
 	// Priced on a latency far too low, the plan fetches every range; as
 	// its fetches measure the real latency, what is left is cut again.

@@ -454,10 +454,11 @@ func (f *fetcher) cutStretch(target float64) *slot {
 		chunk.End = chunk.Start + n
 	}
 	var planned int64
-	i := 0
+	touched, i := 0, 0
 	for ; i < len(f.pending) && f.pending[i].Start < chunk.End; i++ {
 		r := f.pending[i]
 		chunk.Scan = chunk.Scan || r.Scan
+		touched++
 		if r.End > chunk.End {
 			planned += chunk.End - r.Start
 			f.pending[i].Start = chunk.End
@@ -465,6 +466,7 @@ func (f *fetcher) cutStretch(target float64) *slot {
 		}
 		planned += r.End - r.Start
 	}
+	f.stats.mergedGaps += touched - 1 // the gaps read through
 	f.pending = f.pending[i:]
 	if !f.inStretch {
 		f.inStretch = true
@@ -505,6 +507,7 @@ func (f *fetcher) shouldDecide() bool {
 // read joins.
 func (f *fetcher) decide() {
 	f.decided, f.decidedAt = true, f.model.learned
+	within := f.inStretch // a stretch being cut that goes on counts once
 	f.stretches, f.inStretch = f.stretches[:0], false
 	if f.noIndex || len(f.pending) == 0 || (len(f.pending) == 1 && f.pending[0].Scan) {
 		return
@@ -522,9 +525,9 @@ func (f *fetcher) decide() {
 		}
 		if end-j > 1 {
 			f.stretches = append(f.stretches, index.Range{Start: f.pending[j].Start, End: f.pending[end-1].End})
-			f.stats.mergedGaps += end - j - 1
 		}
 	}
+	f.inStretch = within && len(f.stretches) > 0 && f.stretches[0].Start == f.pending[0].Start
 }
 
 // planName says what the pass read (ReadStats.Plan).
