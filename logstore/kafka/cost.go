@@ -115,9 +115,6 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64, timed bool) 
 // bytes estimates the bytes of offsets offsets.
 func (m *costModel) bytes(offsets int64) float64 { return float64(offsets) * m.perOff }
 
-// fetchCost is the connection time of one fetch of n bytes.
-func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
-
 // priced reports whether the latency was measured (by this read, the
 // store's last one, or as the store's round trip: see
 // modelStore.sampleLatency); until then the model fetches only what the
@@ -159,9 +156,13 @@ func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, sc
 //
 // Before any read measured a fetch, a model's latency is the store's round
 // trip as measured without fetching data (latencySeed): the empty fetches
-// that warm the fetch connections at Open (warm.go) and the reads' own
-// log-bounds lookups (bounds.go), the lowest seen. A seed too high costs
-// bytes (stretches read whole whose fetches it overprices), never records; without one the first reads after
+// that warm the fetch connections at Open (warm.go; each its share, as a
+// read's fetches are priced, of the time it ran beside the others) and the
+// reads' own log-bounds lookups (bounds.go), the lowest seen. A seed too
+// high costs bytes (stretches read whole whose fetches it overprices), too
+// low it costs fetches until the pass's own are measured and the rest of
+// its plan is cut again (fetcher.shouldDecide); never records. Without
+// one the first reads after
 // Open priced nothing, and fetched a small topic's region in several
 // fetches where one fetch of the span costs less (measured on the local
 // Kafka broker: 1.4–2.0 ms indexed against 0.8–1.2 ms for a scan of the
