@@ -67,6 +67,17 @@ func newCostModel() costModel {
 	return costModel{latency: priorLatency.Seconds(), rate: priorRate}
 }
 
+// shareOf is a fetch's share of the time it took: took divided by the
+// fetches on the wire while it ran, taken as the mean of their count when
+// it started and when it landed (itself included in both). The count at
+// its start alone overcharges the first fetches of a burst: they start
+// nearly alone and land behind everything started after them (measured at
+// 1,000 regions over 64 topics on the local Kafka broker: a learned
+// latency of 3.6 ms a fetch, where the pass took 108 ms for 105 fetches).
+func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
+	return time.Duration(float64(took) * 2 / float64(max(atStart, 1)+max(atEnd, 1)))
+}
+
 // known reports whether the model can size fetches (it has seen bytes).
 func (m *costModel) known() bool { return m.perOff > 0 }
 

@@ -346,3 +346,13 @@ func TestStretchesProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestShareOfABurst: a fetch that started alone and landed behind 16 more
+// is charged its share of the 17 that ran over its lifetime, on average,
+// not the whole of what it took; one that ran alone is charged all of it.
+func TestShareOfABurst(t *testing.T) {
+	require.Equal(t, 9*time.Millisecond, shareOf(9*time.Millisecond, 1, 1))
+	require.Equal(t, time.Millisecond, shareOf(9*time.Millisecond, 1, 17))
+	require.Equal(t, time.Millisecond, shareOf(9*time.Millisecond, 17, 1))
+	require.Equal(t, 9*time.Millisecond, shareOf(9*time.Millisecond, 0, 0), "never divided by nothing")
+}

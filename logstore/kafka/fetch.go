@@ -125,8 +125,10 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
-	shared   int // the store's fetches on the wire when it started, itself included
-	conn     int // the store connection it went on
+	// shared and sharedEnd are the store's fetches on the wire when it
+	// started and when it landed, itself included (see shareOf).
+	shared, sharedEnd int
+	conn              int // the store connection it went on
 	// res is the response, set by the fetch goroutine before it sends the
 	// slot on landed; the fetcher reads it once it took the slot from
 	// there (isLanded).
@@ -251,7 +253,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			// others (this pass's or other passes') took their time
 			// too: its own cost is its share.
 			own := f.model.known() && !f.model.seeded
-			f.model.learn(res.took/time.Duration(max(head.shared, 1)), res.bytes, res.next-res.base, res.warm)
+			f.model.learn(shareOf(res.took, head.shared, head.sharedEnd), res.bytes, res.next-res.base, res.warm)
 			if !own {
 				f.s.models.measured(f.topic, f.model.perOff)
 			}
@@ -353,7 +355,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 		defer cancel()
 		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
-		f.s.fetchesOnWire.Add(-1)
+		sl.sharedEnd = int(f.s.fetchesOnWire.Add(-1)) + 1
 		res.warm = warm
 		sl.res = res
 		select {

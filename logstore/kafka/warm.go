@@ -112,9 +112,9 @@ func (s *LogStore) warmReads(ctx context.Context) {
 					began := time.Now()
 					_, err := cl.Broker(int(leader)).Request(ctx, newFetchRequest(0, 0, 1))
 					took := time.Since(began)
-					s.fetchesOnWire.Add(-1)
+					end := s.fetchesOnWire.Add(-1) + 1
 					if err == nil {
-						s.models.sampleLatency(took / time.Duration(shared))
+						s.models.sampleLatency(shareOf(took, int(shared), int(end)))
 					}
 				}
 			}
