@@ -173,12 +173,14 @@ func batchesWeight(b []byte) (float64, bool) {
 // from the start of what the index covers of topic (below w), each timed
 // on the admin connection sizeSample opened. Without it the first reads
 // after Open price a scan at the rate prior (a broker streaming from its
-// page cache, about 1 GB/s), and on a broker that streams slower they
-// chose scans that cost more than fetching their ranges (measured on
-// kfake: 1,000 regions over 64 topics fetched 1.25–1.42x the bytes they
-// needed after Open priced plans without sizes, 1.00–1.18x before).
-// Best effort: a failure, or a sample too small to time the streaming
-// (smallFetch), records nothing.
+// page cache, about 1 GB/s); on kfake, which streams slower, 1,000
+// regions over 64 topics fetched 1.25–1.42x the bytes they needed once
+// plans were priced before the first fetch (1.00–1.18x before), likely
+// for that reason. The sample is one fetch alone, not a share of the
+// broker's time as a pass's fetches are priced (cost.go): on a broker
+// that streams several fetches at once faster than one, it is low until
+// the pass measures its own. Best effort: a failure, or a sample too small
+// to time the streaming (smallFetch), records nothing.
 func (s *LogStore) rateSample(ctx context.Context, topic string, m topicMeta, w int64) {
 	g, ok := s.index.(pruneIndex)
 	if !ok {
