@@ -42,9 +42,9 @@ type ReadStats struct {
 	// SkipCorrupt; without it the read fails with a MissingError).
 	Missing int64
 
-	// Plan is what the fetcher chose: "indexed" (every planned range
+	// Plan says how the pass read its plan: "indexed" (every planned range
 	// fetched on its own), "scan", "scan (cheaper than indexed)" when the
-	// cost model priced scanning the indexed plan's whole span below the
+	// cost model priced reading the plan's whole span below the
 	// alternatives, or "mixed (dense stretches scanned)" when it read some
 	// stretches of the plan whole and fetched the ranges elsewhere (see
 	// Stretches).
@@ -67,7 +67,8 @@ type ReadStats struct {
 	// left it: what a fetch costs beyond its bytes, and how fast a fetch
 	// streams. EstIndexed and EstScan are its prices, in connection time,
 	// of the indexed plan (every range fetched on its own) and of a scan
-	// of its span when it chose, and EstPlan of the plan it chose.
+	// of its span, and EstPlan of the cut it chose, when it last cut the
+	// plan left.
 	FetchLatency      time.Duration
 	StreamBytesPerSec float64
 	EstIndexed        time.Duration
