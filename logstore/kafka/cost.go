@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -10,13 +11,16 @@ import (
 // costModel is what a read has learned about fetching from its topic's
 // broker: what a fetch costs before it streams anything (latency), how
 // fast a fetch streams bytes, and how many bytes an offset weighs. The
-// fetcher consults it to size fetches, to decide between fetching through
-// a gap of other regions' records and starting a new fetch, and to pick
-// the cheaper of an indexed plan and a full scan.
+// fetcher consults it to size fetches and to cut its plan into stretches:
+// runs of ranges read whole (gaps of other regions' records included)
+// where that costs less than a fetch per range, ranges fetched alone
+// elsewhere (see stretches).
 //
-// Costs are in the time of one connection: a fetch occupies its
-// connection for latency + bytes/rate, whatever else runs on other
-// connections, so two ways to fetch the same records compare by that sum.
+// A fetch costs latency + bytes/rate, measured as its share of the time:
+// what it took divided by the store's fetches on the wire when it started
+// (fetches that overlap split the time they ran), so the costs of a
+// plan's fetches add up to about the time the plan takes however many run
+// at once, and two ways to fetch the same records compare by that sum.
 //
 // A model starts from the store's last read's model (seed), or from
 // priors before any read; each fetch refines it. Only its owner (a pass's
@@ -41,12 +45,15 @@ type costModel struct {
 // Priors used until a fetch is measured: a local broker's round trip and
 // the rate a broker streams from its page cache (measured about 1 GB/s on
 // the local Kafka broker by a pipelined scan). The latency prior decides
-// nothing (see priced); the rate prior prices gaps until a fetch big
-// enough to measure the rate comes (a replay of few regions may fetch none).
+// nothing (see priced); the rate prior prices stretches until Open's
+// sample (rateSample) or a fetch big enough to measure the rate comes (a
+// replay of few regions may fetch none).
 const (
-	// gapShare bounds the offsets of gaps a pass fetches through, as a
-	// share of its planned offsets: merging saves fetches, but a replay
-	// must stay close to its own bytes (about 1.1x).
+	// gapShare is the byte budget of a pass's stretches: the offsets they
+	// read beyond the planned ranges, as a share of the planned offsets.
+	// Reading dense stretches whole saves fetches, but a replay should
+	// stay close to its own bytes (about 1.1x) unless only a plan priced
+	// above its scan would (see stretches).
 	gapShare = 0.1
 
 	priorLatency = 500 * time.Microsecond
@@ -58,6 +65,17 @@ const (
 
 func newCostModel() costModel {
 	return costModel{latency: priorLatency.Seconds(), rate: priorRate}
+}
+
+// shareOf is a fetch's share of the time it took: took divided by the
+// fetches on the wire while it ran, taken as the mean of their count when
+// it started and when it landed (itself included in both). The count at
+// its start alone overcharges the first fetches of a burst: they start
+// nearly alone and land behind everything started after them (measured at
+// 1,000 regions over 64 topics on the local Kafka broker: a learned
+// latency of 3.6 ms a fetch, where the pass took 108 ms for 105 fetches).
+func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
+	return time.Duration(float64(took) * 2 / float64(max(atStart, 1)+max(atEnd, 1)))
 }
 
 // known reports whether the model can size fetches (it has seen bytes).
@@ -86,8 +104,14 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64, timed bool) 
 	}
 	m.learned++
 	if n <= smallFetch {
-		// Mostly latency: the bytes at the current rate are subtracted.
-		m.latency = max(ewma(m.latency, d-float64(n)/m.rate, m.nLatency), 1e-6)
+		// Mostly latency: the bytes at the current rate are subtracted,
+		// but never more than half the fetch. A rate measured too low (a
+		// big fetch that waited behind other passes' fetches, or priced
+		// with a latency seed too high) would otherwise subtract more than
+		// the fetch took, and every sample would pin the latency at
+		// nothing: from then on no gap is worth fetching through and every
+		// plan of the store's later reads is priced as free fetches.
+		m.latency = ewma(m.latency, max(d-float64(n)/m.rate, d/2), m.nLatency)
 		m.nLatency++
 		m.latencySeeded = false
 		return
@@ -102,9 +126,6 @@ func (m *costModel) learn(took time.Duration, n int, offsets int64, timed bool) 
 // bytes estimates the bytes of offsets offsets.
 func (m *costModel) bytes(offsets int64) float64 { return float64(offsets) * m.perOff }
 
-// fetchCost is the connection time of one fetch of n bytes.
-func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
-
 // priced reports whether the latency was measured (by this read, the
 // store's last one, or as the store's round trip: see
 // modelStore.sampleLatency); until then the model fetches only what the
@@ -112,18 +133,10 @@ func (m *costModel) fetchCost(n float64) float64 { return m.latency + n/m.rate }
 // gaps, nor into a scan).
 func (m *costModel) priced() bool { return m.nLatency > 0 || m.latencySeeded }
 
-// throughGap reports whether streaming a gap of gapBytes costs less than
-// the latency of the extra fetch that skipping it needs. (The fetcher also
-// caps what it fetches through at gapShare of the plan: see cut.)
-func (m *costModel) throughGap(gapBytes float64) bool {
-	return m.priced() && gapBytes/m.rate <= m.latency
-}
-
-// planCosts estimates, in connection time, fetching the ranges as the
-// fetcher would (merging through cheap gaps while their offsets stay
-// within gapBudget, chunks of at most target bytes) and scanning their
-// whole span in chunks of target bytes.
-func (m *costModel) planCosts(ranges []index.Range, target float64, gapBudget int64) (indexed, scan float64) {
+// planCosts estimates, in connection time, fetching every range on its
+// own and scanning their whole span, each in chunks of at most target
+// bytes (ReadStats reports them next to the plan chosen).
+func (m *costModel) planCosts(ranges []index.Range, target float64) (indexed, scan float64) {
 	if len(ranges) == 0 {
 		return 0, 0
 	}
@@ -131,19 +144,9 @@ func (m *costModel) planCosts(ranges []index.Range, target float64, gapBudget in
 		n := float64(int64(b/target) + 1)
 		return n*m.latency + b/m.rate
 	}
-	cur := m.bytes(ranges[0].End - ranges[0].Start)
-	for i := 1; i < len(ranges); i++ {
-		gap := m.bytes(ranges[i].Start - ranges[i-1].End)
-		next := m.bytes(ranges[i].End - ranges[i].Start)
-		if g := ranges[i].Start - ranges[i-1].End; m.throughGap(gap) && cur+gap+next <= target && g <= gapBudget {
-			gapBudget -= g
-			cur += gap + next
-			continue
-		}
-		indexed += chunks(cur)
-		cur = next
+	for _, r := range ranges {
+		indexed += chunks(m.bytes(r.End - r.Start))
 	}
-	indexed += chunks(cur)
 	scan = chunks(m.bytes(ranges[len(ranges)-1].End - ranges[0].Start))
 	return indexed, scan
 }
@@ -164,10 +167,13 @@ func (m *costModel) planCosts(ranges []index.Range, target float64, gapBudget in
 //
 // Before any read measured a fetch, a model's latency is the store's round
 // trip as measured without fetching data (latencySeed): the empty fetches
-// that warm the fetch connections at Open (warm.go) and the reads' own
-// log-bounds lookups (bounds.go), the lowest seen. A seed too high costs
-// bytes (gaps fetched through, within gapShare; a scan of a span whose
-// fetches it overprices), never records; without one the first reads after
+// that warm the fetch connections at Open (warm.go; each its share, as a
+// read's fetches are priced, of the time it ran beside the others) and the
+// reads' own log-bounds lookups (bounds.go), the lowest seen. A seed too
+// high costs bytes (stretches read whole whose fetches it overprices), too
+// low it costs fetches until the pass's own are measured and the rest of
+// its plan is cut again (fetcher.shouldDecide); never records. Without
+// one the first reads after
 // Open priced nothing, and fetched a small topic's region in several
 // fetches where one fetch of the span costs less (measured on the local
 // Kafka broker: 1.4–2.0 ms indexed against 0.8–1.2 ms for a scan of the
@@ -181,6 +187,20 @@ type modelStore struct {
 	// latencySeed is the lowest round trip sampled outside fetches of
 	// data, in seconds (0: none yet).
 	latencySeed float64
+	// rateSeed is the streaming rate Open sampled (rateSample), in bytes
+	// per second (0: none): the rate of models that measured none.
+	rateSeed float64
+}
+
+// sampledRate records a streaming rate measured outside any read as the
+// rate seed.
+func (s *modelStore) sampledRate(rate float64) {
+	if rate <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateSeed = rate
 }
 
 // sampleLatency offers a round trip to the broker measured outside any
@@ -198,11 +218,15 @@ func (s *modelStore) sampleLatency(d time.Duration) {
 	}
 }
 
-// seedLatency gives an unpriced model the latency seed, if there is one.
-// s.mu is held.
+// seedLatency gives an unpriced model the latency seed, and a model that
+// measured no rate the rate seed, if there are. A seeded rate counts no
+// sample: the first rate measured replaces it. s.mu is held.
 func (s *modelStore) seedLatency(m *costModel) {
 	if !m.priced() && s.latencySeed > 0 {
 		m.latency, m.latencySeeded = s.latencySeed, true
+	}
+	if m.nRate == 0 && s.rateSeed > 0 {
+		m.rate = s.rateSeed
 	}
 }
 
@@ -225,7 +249,7 @@ func (s *modelStore) load(topic string) costModel {
 // topic (a running pass's first response included: see measured), and an
 // unpriced one the latency seed.
 func (s *modelStore) seed(m *costModel) {
-	if m.known() && m.priced() {
+	if m.known() && m.priced() && m.nRate > 0 {
 		return
 	}
 	s.mu.Lock()
@@ -275,4 +299,114 @@ func (s *modelStore) forget(topic string) {
 	s.mu.Lock()
 	delete(s.perOff, topic)
 	s.mu.Unlock()
+}
+
+// stretches cuts a plan's ranges (ascending, disjoint) into stretches:
+// each either one range fetched on its own, or a run of ranges read whole
+// as one span, gaps of other regions' records included (a scan of the
+// stretch). Where the ranges of the reads sharing a pass lie dense (a
+// restart's replays near the log's end, where most regions' flushed points
+// lie behind), one scan of the stretch costs less than a fetch per range;
+// where they lie sparse, the ranges are fetched alone.
+//
+// The choice trades connection time for bytes fetched beyond the plan
+// (extra offsets): it is the fastest plan whose extra offsets stay within
+// budget, unless every such plan prices above a scan of the whole span,
+// in which case it is the one fetching the fewest extra offsets among
+// those priced no higher than that scan. So a read is never priced slower
+// than its scan, and fetches close to its own bytes where that costs
+// little time.
+//
+// Costs are linear in a stretch's bytes (chunks of target bytes, each
+// paying the latency, counted fractionally), so the fastest plan for a
+// price lambda per extra offset is found in one pass (plan); the choice
+// searches lambda, along which the plan's time rises and its extra
+// offsets fall.
+func (m *costModel) stretches(ranges []index.Range, target float64, budget int64) stretchPlan {
+	n := len(ranges)
+	if n == 0 {
+		return stretchPlan{}
+	}
+	scan := m.latency + m.perOffCost(target)*float64(ranges[n-1].End-ranges[0].Start)
+	fast := m.plan(ranges, target, 0)
+	if fast.extra <= budget {
+		return fast
+	}
+	// At hi, no gap of an offset or more is worth its price: merging
+	// saves a latency per gap and pays more than one per extra offset.
+	lo, hi := 0.0, 2*m.latency
+	var lBudget, lTime float64
+	if m.plan(ranges, target, hi).time <= scan*(1+1e-9) {
+		lTime = hi
+	} else {
+		a, b := lo, hi
+		for range 50 {
+			mid := (a + b) / 2
+			if m.plan(ranges, target, mid).time <= scan*(1+1e-9) {
+				a = mid
+			} else {
+				b = mid
+			}
+		}
+		lTime = a
+	}
+	a, b := lo, hi
+	for range 50 {
+		mid := (a + b) / 2
+		if m.plan(ranges, target, mid).extra <= budget {
+			b = mid
+		} else {
+			a = mid
+		}
+	}
+	lBudget = b
+	return m.plan(ranges, target, min(lBudget, lTime))
+}
+
+// perOffCost is the connection time an offset costs in a stretch read in
+// chunks of target bytes: its bytes streamed, and its share of a chunk's
+// latency.
+func (m *costModel) perOffCost(target float64) float64 {
+	return m.perOff * (m.latency/target + 1/m.rate)
+}
+
+// stretchPlan is a plan cut into stretches.
+type stretchPlan struct {
+	// first holds, per stretch, the index of its first range; a stretch
+	// ends where the next begins.
+	first []int
+	time  float64 // estimated connection time
+	extra int64   // offsets read beyond the planned ranges
+}
+
+// plan is the cut of ranges into stretches that minimizes connection time
+// plus lambda per extra offset: a stretch of ranges j..i costs a latency
+// plus perOffCost per offset of its span, so the best cut ending at each
+// range follows from a running minimum over where its last stretch starts.
+func (m *costModel) plan(ranges []index.Range, target, lambda float64) stretchPlan {
+	n := len(ranges)
+	c := m.perOffCost(target)
+	best := make([]int, n+1) // best[i+1]: first range of the stretch ending at range i
+	var dp, planned float64  // dp: the best cost of ranges before the current one
+	minVal, minAt := 0.0, 0
+	for i, r := range ranges {
+		// A stretch starting at range i: its cost beyond dp[i] is
+		// latency + (c+lambda)(End - Start_i) - lambda(planned in it).
+		if v := dp - (c+lambda)*float64(r.Start) + lambda*planned; i == 0 || v <= minVal {
+			minVal, minAt = v, i
+		}
+		planned += float64(r.End - r.Start)
+		dp = m.latency + (c+lambda)*float64(r.End) - lambda*planned + minVal
+		best[i+1] = minAt
+	}
+	var p stretchPlan
+	for i := n; i > 0; i = best[i] {
+		j := best[i]
+		p.first = append(p.first, j)
+		span := ranges[i-1].End - ranges[j].Start
+		p.time += m.latency + c*float64(span)
+		p.extra += span - spanOffsets(ranges[j:i])
+	}
+	slices.Reverse(p.first)
+	return p
 }

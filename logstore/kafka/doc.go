@@ -28,8 +28,9 @@
 //	     the log start overtakes a fetch of the running read
 //	  -> join or start a pass (pass.go): one fetch pipeline and one decoding
 //	     loop shared by the reads of a namespace that start together
-//	  -> the index's plan of the reads' regions, priced against a scan by
-//	     the cost model (cost.go)
+//	  -> the index's plan of the reads' regions, cut by the cost model
+//	     (cost.go) into stretches: dense runs of ranges read whole, sparse
+//	     ranges fetched alone; never priced above a scan of the span
 //	  -> the fetcher (fetch.go): chunks fetched concurrently over the store's
 //	     connections with raw fetch requests (wire.go: retries, leader moves,
 //	     Kafka's errors)
@@ -68,9 +69,10 @@
 //	fetch.go       the fetch pipeline
 //	wire.go        one fetch request and Kafka's errors
 //	batches.go     the walk of a fetch response's record batch headers
-//	cost.go        the cost model of fetching
+//	cost.go        the cost model of fetching, and the cut into stretches
 //	warm.go        Open warms the indexed topics' fetch connections and
-//	               seeds the cost model (a round trip, one batch's size)
+//	               seeds the cost model (a round trip, one batch's size,
+//	               a streaming rate)
 //	gaps.go        offsets missing from the log
 //	gate.go        reads' index updates against DeleteNamespace and Close
 //	catchup.go     the index's background catch-up after a restart

@@ -20,10 +20,11 @@ import (
 // errors (wire.go). It shares no state with the reader; its counters are
 // read once its goroutine has ended.
 //
-// Pipelining: the planned ranges are cut into chunks of about target bytes
-// (a gap of other regions' records between two ranges is fetched through
-// when the cost model says streaming it is cheaper than another fetch's
-// latency), and chunks are fetched concurrently over the store's
+// Pipelining: once the cost model can price the plan, it is cut into
+// stretches (decide: where the ranges lie dense, a run of them is read
+// whole, gaps of other regions' records included; where they lie sparse,
+// each is fetched alone), these are cut into chunks of about target bytes,
+// and chunks are fetched concurrently over the store's
 // connections, at most one on the wire per connection and at most
 // FetchMaxBytes of byte limits (responses received but not yet handed over
 // included, at their size when a probe's response is larger), so the
@@ -66,10 +67,15 @@ type fetcher struct {
 	onWire   int           // started chunks whose response has not landed
 	busy     []int         // fetches on the wire per store connection
 	landed   chan *slot    // chunks whose response landed, in landing order
-	decided  bool          // the indexed-or-scan choice is made
-	planned  int64         // offsets of the planned ranges (the reads' joined)
-	through  int64         // offsets of the gaps fetched through
-	client   int           // round-robin over the store's connections
+	decided  bool          // the plan is cut into stretches
+	// stretches are the spans of pending read whole (decide): ascending,
+	// each made of whole pending ranges. inStretch is set while chunks of
+	// the first one are being cut.
+	stretches []index.Range
+	inStretch bool
+	decidedAt int   // the model's learned count at the last decide
+	planned   int64 // offsets of the planned ranges (the reads' joined)
+	client    int   // round-robin over the store's connections
 	// cohorts are the reads that started with the pass's first read (see
 	// readBounds): nothing is cut from the plan until each has joined a
 	// pass or given up, so that their ranges are planned together.
@@ -86,10 +92,17 @@ type fetcher struct {
 type fetchStats struct {
 	fetches    int   // fetch requests
 	bytes      int64 // record batch bytes fetched
-	mergedGaps int   // gaps between planned ranges fetched through
+	mergedGaps int   // gaps between planned ranges read through (inside stretches)
 	plan       string
 	estIndexed time.Duration
 	estScan    time.Duration
+	estPlan    time.Duration // of the plan chosen
+	// stretches of several planned ranges read whole, and the offsets
+	// they read beyond those ranges; alone counts chunks of ranges
+	// fetched on their own
+	stretches    int
+	stretchExtra int64
+	alone        int
 }
 
 // fetched is one message from the fetcher to the reader: a response for
@@ -112,8 +125,10 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
-	shared   int // fetches on the wire when it started, itself included
-	conn     int // the store connection it went on
+	// shared and sharedEnd are the store's fetches on the wire when it
+	// started and when it landed, itself included (see shareOf).
+	shared, sharedEnd int
+	conn              int // the store connection it went on
 	// res is the response, set by the fetch goroutine before it sends the
 	// slot on landed; the fetcher reads it once it took the slot from
 	// there (isLanded).
@@ -235,9 +250,10 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		if res.bytes > 0 {
 			// The first batch may begin below head.off: its bytes
 			// span from its base. A fetch that shared the broker with
-			// others took their time too: its own cost is its share.
+			// others (this pass's or other passes') took their time
+			// too: its own cost is its share.
 			own := f.model.known() && !f.model.seeded
-			f.model.learn(res.took/time.Duration(max(head.shared, 1)), res.bytes, res.next-res.base, res.warm)
+			f.model.learn(shareOf(res.took, head.shared, head.sharedEnd), res.bytes, res.next-res.base, res.warm)
 			if !own {
 				f.s.models.measured(f.topic, f.model.perOff)
 			}
@@ -328,7 +344,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	f.busy[k]++
 	f.inflight++
 	f.onWire++
-	sl.shared = f.onWire
+	sl.shared = int(f.s.fetchesOnWire.Add(1))
 	sl.charged = int64(sl.maxBytes)
 	f.inBytes += sl.charged
 	cl, warm := f.s.fetchClient(k)
@@ -339,6 +355,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 		defer cancel()
 		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
+		sl.sharedEnd = int(f.s.fetchesOnWire.Add(-1)) + 1
 		res.warm = warm
 		sl.res = res
 		select {
@@ -382,22 +399,27 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 		if len(f.pending) == 0 || (!f.model.known() && f.inflight > 0 && f.pending[0].Scan) {
 			return
 		}
-		// Deciding needs sizes too: with no bytes per offset a plan
-		// prices as its fetches' latencies only, and a scan always wins.
-		if !f.decided && f.model.priced() && f.model.known() {
+		if f.shouldDecide() {
 			f.decide()
 		}
 		f.queue = append(f.queue, f.cut())
 	}
 }
 
-// cut takes the next chunk from pending: the first range, extended through
-// the following ones while the gaps are cheap to stream and the chunk stays
-// within target bytes, or the first target bytes of a larger range.
+// cut takes the next chunk from pending: the first range, or the first
+// target bytes of a larger range, or, where the first range begins a
+// stretch (decide), the first target bytes of the stretch.
 func (f *fetcher) cut() *slot {
 	f.cutAny = true
 	rg := f.pending[0]
 	target := f.target()
+	for len(f.stretches) > 0 && f.stretches[0].End <= rg.Start {
+		f.stretches, f.inStretch = f.stretches[1:], false
+	}
+	if len(f.stretches) > 0 && f.stretches[0].Start <= rg.Start {
+		return f.cutStretch(target)
+	}
+	f.stats.alone++
 	if !f.model.known() {
 		f.pending = f.pending[1:]
 		f.frontier = rg.End
@@ -417,55 +439,110 @@ func (f *fetcher) cut() *slot {
 			return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(n), rg.Scan)}
 		}
 	}
-	i := 1
-	for ; i < len(f.pending); i++ {
-		nx := f.pending[i]
-		gap := f.model.bytes(nx.Start - rg.End)
-		more := f.model.bytes(nx.End - nx.Start)
-		if !f.model.throughGap(gap) || est+gap+more > target || f.through+nx.Start-rg.End > f.gapBudget() {
-			break
-		}
-		f.through += nx.Start - rg.End
-		rg.End, rg.Scan = nx.End, rg.Scan || nx.Scan
-		est += gap + more
-		f.stats.mergedGaps++
-	}
-	f.pending = f.pending[i:]
+	f.pending = f.pending[1:]
 	f.frontier = rg.End
 	return &slot{rg: rg, off: rg.Start, maxBytes: f.limit(est, rg.Scan)}
 }
 
-// gapBudget is how many offsets of gaps the pass may fetch through.
+// cutStretch cuts the next chunk of the first stretch, which the first
+// pending range lies in: from that range's start, up to target bytes and
+// the stretch's end, whatever lies between the planned ranges included.
+// The planned ranges it covers leave pending (one it ends inside keeps its
+// rest).
+func (f *fetcher) cutStretch(target float64) *slot {
+	st := &f.stretches[0]
+	chunk := index.Range{Start: f.pending[0].Start, End: st.End}
+	if n := max(int64(target/f.model.perOff), 1); chunk.Start+n < chunk.End {
+		chunk.End = chunk.Start + n
+	}
+	var planned int64
+	touched, i := 0, 0
+	for ; i < len(f.pending) && f.pending[i].Start < chunk.End; i++ {
+		r := f.pending[i]
+		chunk.Scan = chunk.Scan || r.Scan
+		touched++
+		if r.End > chunk.End {
+			planned += chunk.End - r.Start
+			f.pending[i].Start = chunk.End
+			break
+		}
+		planned += r.End - r.Start
+	}
+	f.stats.mergedGaps += touched - 1 // the gaps read through
+	f.pending = f.pending[i:]
+	if !f.inStretch {
+		f.inStretch = true
+		f.stats.stretches++
+	}
+	f.stats.stretchExtra += chunk.End - chunk.Start - planned
+	if st.Start = chunk.End; st.Start >= st.End {
+		f.stretches, f.inStretch = f.stretches[1:], false
+	}
+	f.frontier = chunk.End
+	return &slot{rg: chunk, off: chunk.Start, maxBytes: f.limit(f.model.bytes(chunk.End-chunk.Start), chunk.Scan)}
+}
+
+// gapBudget is how many offsets beyond its planned ranges the pass may
+// read to save fetches (see costModel.stretches).
 func (f *fetcher) gapBudget() int64 { return int64(gapShare * float64(f.planned)) }
 
-// decide picks the cheaper of the remaining plan and a scan of its span,
-// once the model can price them. The gap rule (throughGap) makes most
-// plans no dearer than their scan already; this catches the rest, such as
-// a plan whose gaps are all cheap (one scan, cut evenly). The scan keeps
-// every record the plan would have read (it covers the plan), so the
-// choice changes cost only.
+// shouldDecide reports whether the plan left is to be cut into stretches
+// now. Deciding needs a priced model with sizes: with no bytes per offset
+// a plan prices as its fetches' latencies only, and a scan always wins.
+// What is left of the plan is cut again as the pass's own fetches measure
+// the broker (after 1, 2, 4, 8, ... of them): the first cut was priced on
+// Open's samples, which a busy broker's fetches of data can cost many
+// times over.
+func (f *fetcher) shouldDecide() bool {
+	if !f.model.priced() || !f.model.known() {
+		return false
+	}
+	return !f.decided || (f.model.learned > 0 && f.model.learned >= 2*f.decidedAt)
+}
+
+// decide cuts the remaining plan into stretches once the model can price
+// it (costModel.stretches): where the ranges lie dense, a run of them is
+// read whole, in chunks, as one scan; where they lie sparse, each is
+// fetched on its own. A stretch read whole keeps every record its ranges
+// would have given (it covers them), so the choice changes cost only. It
+// runs again on what is left of the plan as the model learns, and when a
+// read joins.
 func (f *fetcher) decide() {
-	f.decided = true
-	if f.noIndex || len(f.pending) == 0 {
-		f.stats.plan = "scan"
+	f.decided, f.decidedAt = true, f.model.learned
+	within := f.inStretch // a stretch being cut that goes on counts once
+	f.stretches, f.inStretch = f.stretches[:0], false
+	if f.noIndex || len(f.pending) == 0 || (len(f.pending) == 1 && f.pending[0].Scan) {
 		return
 	}
-	if len(f.pending) == 1 && f.pending[0].Scan {
-		f.stats.plan = "scan"
-		return
-	}
-	idx, scan := f.model.planCosts(f.pending, f.target(), f.gapBudget()-f.through)
+	target := f.target()
+	idx, scan := f.model.planCosts(f.pending, target)
 	f.stats.estIndexed = time.Duration(idx * float64(time.Second))
 	f.stats.estScan = time.Duration(scan * float64(time.Second))
-	f.stats.plan = "indexed"
-	// A tie goes to the scan: the same bytes in fewer, evenly cut fetches.
-	if scan <= idx*(1+1e-9) {
-		span := index.Range{Start: f.pending[0].Start, End: f.pending[len(f.pending)-1].End}
-		for _, r := range f.pending {
-			span.Scan = span.Scan || r.Scan
+	p := f.model.stretches(f.pending, target, f.gapBudget())
+	f.stats.estPlan = time.Duration(p.time * float64(time.Second))
+	for k, j := range p.first {
+		end := len(f.pending)
+		if k+1 < len(p.first) {
+			end = p.first[k+1]
 		}
-		f.pending = append(f.pending[:0], span)
-		f.stats.plan = "scan (cheaper than indexed)"
+		if end-j > 1 {
+			f.stretches = append(f.stretches, index.Range{Start: f.pending[j].Start, End: f.pending[end-1].End})
+		}
+	}
+	f.inStretch = within && len(f.stretches) > 0 && f.stretches[0].Start == f.pending[0].Start
+}
+
+// planName says what the pass read (ReadStats.Plan).
+func (f *fetcher) planName() string {
+	switch {
+	case f.stats.plan == "scan" || f.noIndex:
+		return "scan"
+	case f.stats.stretches == 0:
+		return "indexed"
+	case f.stats.alone == 0 && f.stats.stretches == 1:
+		return "scan (cheaper than indexed)"
+	default:
+		return "mixed (dense stretches scanned)"
 	}
 }
 
@@ -521,6 +598,11 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 	f.queue = slices.Insert(f.queue, at, &slot{join: j.sub})
 	f.pending = unionRanges(f.pending, above)
 	f.planned += spanOffsets(j.ranges)
+	if f.decided {
+		// Its ranges may fall inside stretches or between them: the plan
+		// left is cut again.
+		f.decide()
+	}
 	return true
 }
 

@@ -166,9 +166,10 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 		p.err = err
 		p.stats = ReadStats{
 			Fetches: f.stats.fetches, FetchedBytes: f.stats.bytes, Records: r.stats.Records, Missing: r.stats.Missing,
-			Plan: f.stats.plan, Pass: p.id, MergedGaps: f.stats.mergedGaps,
+			Plan: f.planName(), Pass: p.id, MergedGaps: f.stats.mergedGaps,
 			FetchLatency:      time.Duration(f.model.latency * float64(time.Second)),
-			StreamBytesPerSec: f.model.rate, EstIndexed: f.stats.estIndexed, EstScan: f.stats.estScan,
+			StreamBytesPerSec: f.model.rate, EstIndexed: f.stats.estIndexed, EstScan: f.stats.estScan, EstPlan: f.stats.estPlan,
+			Stretches: f.stats.stretches, StretchExtra: f.stats.stretchExtra,
 		}
 		p.mu.Unlock()
 		close(p.finished)
@@ -251,7 +252,8 @@ func (p *pass) statsInto(st *ReadStats) {
 	st.Fetches, st.FetchedBytes, st.Records = ps.Fetches, ps.FetchedBytes, ps.Records
 	st.Missing += ps.Missing
 	st.Plan, st.MergedGaps = ps.Plan, ps.MergedGaps
-	st.FetchLatency, st.StreamBytesPerSec, st.EstIndexed, st.EstScan = ps.FetchLatency, ps.StreamBytesPerSec, ps.EstIndexed, ps.EstScan
+	st.FetchLatency, st.StreamBytesPerSec, st.EstIndexed, st.EstScan, st.EstPlan = ps.FetchLatency, ps.StreamBytesPerSec, ps.EstIndexed, ps.EstScan, ps.EstPlan
+	st.Stretches, st.StretchExtra = ps.Stretches, ps.StretchExtra
 }
 
 // router hands the reader's entries to the reads of their regions. Only

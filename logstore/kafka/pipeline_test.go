@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -76,10 +77,18 @@ func TestIndexedReadsEqualScansAfterRestart(t *testing.T) {
 				return all
 			}
 			indexed, scanned := read(false), read(true)
+			// Then with a cost model of random prices: plans that read
+			// dense stretches whole and fetch the ranges elsewhere, as
+			// well as all-indexed plans and scans.
+			latency := time.Duration(math.Exp(rng.Float64()*math.Log(1e4))) * time.Microsecond
+			rate := 1e7 * math.Exp(rng.Float64()*math.Log(200))
+			kafka.SetCostModel(s, latency, rate)
+			priced := read(false)
 			for region := logstore.RegionID(1); int(region) <= regions; region++ {
 				what := fmt.Sprintf("region %d from %d (lanes %d, FetchMaxBytes %d)", region, from[region], lanes, fetchMax)
 				requireEntries(t, scanned[region], indexed[region], what+": indexed vs scan")
 				requireEntries(t, m.from(region, from[region]), indexed[region], what+": indexed vs acknowledged")
+				requireEntries(t, scanned[region], priced[region], what+fmt.Sprintf(": priced at %v and %.0f B/s vs scan", latency, rate))
 			}
 		})
 	}
@@ -351,4 +360,70 @@ func TestScanChunksEndInOneFetch(t *testing.T) {
 	require.Len(t, got, calls/4*10)
 	chunks := int(st.FetchedBytes/(1<<20)) + 1
 	require.LessOrEqual(t, st.Fetches, chunks+2, "about one fetch per 1 MiB chunk (%d bytes)", st.FetchedBytes)
+}
+
+// TestMixedPlanReadsEqualScan: where the planned ranges of a read lie
+// dense (regions 1 and 3 written in turn, one entry of region 4 between
+// them), the read scans that stretch whole; where they lie sparse (region
+// 1 between big runs of region 2), it fetches its ranges alone. The read
+// says so in ReadStats, fetches well below the topic, and yields exactly
+// what a full scan and the acknowledgements hold.
+func TestMixedPlanReadsEqualScan(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	dir := t.TempDir()
+	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	topic := newTopic(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 5))
+	want := map[logstore.RegionID][]logstore.Entry{}
+	call := func(region logstore.RegionID, n int) {
+		var es []logstore.Entry
+		for range n {
+			es = append(es, logstore.Entry{Namespace: topic, Region: region, Data: payload(rng, 1000)})
+		}
+		res, err := w.AppendBatch(ctx, es)
+		require.NoError(t, err)
+		last := res.LastEntryIDs[region]
+		for i := range es {
+			es[i].ID = last - logstore.EntryID(n-1-i)
+		}
+		want[region] = append(want[region], es...)
+	}
+	for range 4 { // sparse: 10 offsets of region 1, then 100 of region 2
+		call(1, 10)
+		for range 10 {
+			call(2, 10)
+		}
+	}
+	for range 20 { // dense: regions 1 and 3 in turn, one offset of region 4 between
+		call(1, 10)
+		call(4, 1)
+		call(3, 10)
+		call(4, 1)
+	}
+	require.NoError(t, w.Close())
+
+	// The index merges no gap itself: the cost model decides.
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir; c.IndexMergeGap = -1 })
+	// A fetch costs what streaming about 10 offsets does.
+	kafka.SetCostModel(s, 100*time.Microsecond, 1e8)
+	from := map[logstore.RegionID]logstore.EntryID{1: 0, 3: 0}
+	var st kafka.ReadStats
+	got, err := readErr(s.ReadWith(ctx, topic, from, kafka.ReadOptions{Stats: &st}))
+	require.NoError(t, err)
+	require.Equal(t, "mixed (dense stretches scanned)", st.Plan)
+	require.Equal(t, 1, st.Stretches, "the dense part is one stretch")
+	require.Equal(t, int64(39), st.StretchExtra, "region 4's offsets between its ranges")
+	require.Less(t, st.FetchedBytes, int64(600_000), "region 2's runs are not fetched (the topic holds over 1 MB)")
+	scanned, err := readErr(s.ReadWith(ctx, topic, from, kafka.ReadOptions{NoIndex: true}))
+	require.NoError(t, err)
+	requireEntries(t, scanned, got, "mixed plan vs scan")
+	byRegion := map[logstore.RegionID][]logstore.Entry{}
+	for _, e := range got {
+		byRegion[e.Region] = append(byRegion[e.Region], e)
+	}
+	for _, r := range []logstore.RegionID{1, 3} {
+		requireEntries(t, want[r], byRegion[r], fmt.Sprintf("region %d vs acknowledged", r))
+	}
 }

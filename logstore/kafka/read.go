@@ -42,25 +42,38 @@ type ReadStats struct {
 	// SkipCorrupt; without it the read fails with a MissingError).
 	Missing int64
 
-	// Plan is what the fetcher chose: "indexed", "scan", or "scan (cheaper
-	// than indexed)" when the cost model priced scanning the indexed plan's
-	// span below fetching its ranges.
+	// Plan says how the pass read its plan: "indexed" (every planned range
+	// fetched on its own), "scan", "scan (cheaper than indexed)" when the
+	// cost model priced reading the plan's whole span below the
+	// alternatives, or "mixed (dense stretches scanned)" when it read some
+	// stretches of the plan whole and fetched the ranges elsewhere (see
+	// Stretches).
 	Plan string
+	// Stretches counts the stretches of several planned ranges that were
+	// read whole (the gaps of other regions' records between them
+	// included), and StretchExtra the offsets they read beyond the planned
+	// ranges.
+	Stretches    int
+	StretchExtra int64
 	// Pass identifies the pass over the log that served the read; Reads
 	// is how many reads it served (1: none shared it).
 	Pass  uint64
 	Reads int
 	// MergedGaps counts gaps between planned ranges that were fetched
-	// through because streaming them cost less than another fetch.
+	// through (inside Stretches) because that cost less than fetching the
+	// ranges alone.
 	MergedGaps int
 	// FetchLatency and StreamBytesPerSec are the cost model as the read
 	// left it: what a fetch costs beyond its bytes, and how fast a fetch
 	// streams. EstIndexed and EstScan are its prices, in connection time,
-	// of the indexed plan and of a scan of its span when it chose.
+	// of the indexed plan (every range fetched on its own) and of a scan
+	// of its span, and EstPlan of the cut it chose, when it last cut the
+	// plan left.
 	FetchLatency      time.Duration
 	StreamBytesPerSec float64
 	EstIndexed        time.Duration
 	EstScan           time.Duration
+	EstPlan           time.Duration
 }
 
 // Read yields the region's entries with ID >= from, in log order, up to the
