@@ -113,19 +113,34 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 			errs = append(errs, err)
 			continue
 		}
-		b := batches[i]
-		for j, off := range offsets {
-			id := logstore.EntryID(off + 1)
-			if id > res.LastEntryIDs[b.regions[j]] {
-				res.LastEntryIDs[b.regions[j]] = id
-			}
-		}
+		lastIDs(res.LastEntryIDs, batches[i].regions, offsets)
 	}
 	s.metrics.appendLatency.Observe(time.Since(start).Seconds())
 	if len(errs) > 0 {
 		return logstore.AppendResult{}, errors.Join(errs...)
 	}
 	return res, nil
+}
+
+// lastIDs records in ids, for each region of regions (one per entry), the
+// greatest ID among its entries' offsets. It touches the map once per run
+// of consecutive entries of one region, not once per entry: a call
+// usually carries a few entries of each region together. The lookup and
+// assignment per entry were about 5% of kwal's client CPU per MB appended
+// (64 regions over 64 topics, calls of 10 entries). The map's allocation
+// at its first assignment, which the contract's map needs anyway, stays:
+// 2-3% of kwal's client CPU.
+func lastIDs(ids map[logstore.RegionID]logstore.EntryID, regions []logstore.RegionID, offsets []int64) {
+	for j := 0; j < len(offsets); {
+		reg := regions[j]
+		var id logstore.EntryID
+		for ; j < len(offsets) && regions[j] == reg; j++ {
+			id = max(id, logstore.EntryID(offsets[j]+1))
+		}
+		if id > ids[reg] {
+			ids[reg] = id
+		}
+	}
 }
 
 // nsBatch is an AppendBatch call's entries of one namespace.

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -44,11 +45,77 @@ func (c clientMetrics) collectors() []prometheus.Collector {
 // kprom's OnProduceBatchWritten builds a label map and looks up four series
 // on every batch written (about 3% of kwal's client CPU in `kwal bench
 // --matrix`, pooled layouts); clientRole looks a broker's series up once.
+// Likewise the per-request series of OnBrokerE2E (write and read bytes and
+// errors, request_duration_e2e_seconds): kprom formats the node's name and
+// looks up three series on every request, about 2.5% of kwal's client CPU
+// at 64 regions in one topic, where every region call is a request.
 type clientRole struct {
 	*kprom.Metrics
 	once    sync.Once
-	skip    map[*prometheus.Desc]bool // the buffered_* gauges, and kprom's produce_* counters
+	skip    map[*prometheus.Desc]bool // the buffered_* gauges, and kprom's series that clientRole keeps itself
 	produce produceCounters
+	broker  brokerSeries
+}
+
+// brokerSeries are a role's per-request series of OnBrokerE2E, by broker.
+type brokerSeries struct {
+	writeBytes, writeErrors, readBytes, readErrors *prometheus.CounterVec
+	e2e                                            *prometheus.HistogramVec
+	byNode                                         sync.Map // int32 node ID → *nodeBroker
+}
+
+// nodeBroker is one broker's request series, looked up once.
+type nodeBroker struct {
+	writeBytes, writeErrors, readBytes, readErrors prometheus.Counter
+	e2e                                            prometheus.Observer
+}
+
+func newBrokerSeries(role string) brokerSeries {
+	labels := prometheus.Labels{"role": role}
+	vec := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kwal", Subsystem: "client", Name: name, Help: help,
+			ConstLabels: labels}, []string{"node_id"})
+	}
+	return brokerSeries{
+		writeBytes:  vec("write_bytes_total", "Total number of bytes written to the TCP connection. The bytes count is tracked after compression (when used)."),
+		writeErrors: vec("write_errors_total", "Total number of write errors"),
+		readBytes:   vec("read_bytes_total", "Total number of bytes read from the TCP connection. The bytes count is tracked before uncompression (when used)."),
+		readErrors:  vec("read_errors_total", "Total number of read errors"),
+		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "kwal", Subsystem: "client", Name: "request_duration_e2e_seconds",
+			Help:        "Time from the start of when a request is written to the end of when the response for that request was fully read",
+			ConstLabels: labels, Buckets: kprom.DefBuckets}, []string{"node_id"}),
+	}
+}
+
+func (b *brokerSeries) collectors() []prometheus.Collector {
+	return []prometheus.Collector{b.writeBytes, b.writeErrors, b.readBytes, b.readErrors, b.e2e}
+}
+
+// OnBrokerE2E implements kgo.HookBrokerE2E in place of kprom's, with the
+// same series.
+func (r *clientRole) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	b := &r.broker
+	v, ok := b.byNode.Load(meta.NodeID)
+	if !ok {
+		node := kgo.NodeName(meta.NodeID)
+		v, _ = b.byNode.LoadOrStore(meta.NodeID, &nodeBroker{
+			writeBytes: b.writeBytes.WithLabelValues(node), writeErrors: b.writeErrors.WithLabelValues(node),
+			readBytes: b.readBytes.WithLabelValues(node), readErrors: b.readErrors.WithLabelValues(node),
+			e2e: b.e2e.WithLabelValues(node),
+		})
+	}
+	n := v.(*nodeBroker)
+	if e2e.WriteErr != nil {
+		n.writeErrors.Inc()
+		return
+	}
+	n.writeBytes.Add(float64(e2e.BytesWritten))
+	if e2e.ReadErr != nil {
+		n.readErrors.Inc()
+		return
+	}
+	n.readBytes.Add(float64(e2e.BytesRead))
+	n.e2e.Observe(e2e.DurationE2E().Seconds())
 }
 
 // produceCounters are a role's kwal_client_produce_*_total{node_id}.
@@ -101,7 +168,7 @@ func (r *clientRole) OnProduceBatchWritten(meta kgo.BrokerMetadata, _ string, _ 
 }
 
 func newClientRole(role string) *clientRole {
-	return &clientRole{produce: newProduceCounters(role), Metrics: kprom.NewMetrics("kwal",
+	return &clientRole{produce: newProduceCounters(role), broker: newBrokerSeries(role), Metrics: kprom.NewMetrics("kwal",
 		kprom.Registry(nil), // the store registers the role itself
 		kprom.Subsystem("client"),
 		kprom.WithStaticLabel(prometheus.Labels{"role": role}),
@@ -123,7 +190,8 @@ func (r *clientRole) OnNewClient(cl *kgo.Client) {
 		r.skip = make(map[*prometheus.Desc]bool)
 		for d := range descs {
 			// A Desc shows its name only through String.
-			if s := d.String(); strings.Contains(s, `fqName: "kwal_client_buffered_`) || strings.Contains(s, `fqName: "kwal_client_produce_`) {
+			if s := d.String(); strings.Contains(s, `fqName: "kwal_client_buffered_`) || strings.Contains(s, `fqName: "kwal_client_produce_`) ||
+				slices.ContainsFunc(brokerSeriesNames, func(n string) bool { return strings.Contains(s, `fqName: "kwal_client_`+n+`"`) }) {
 				r.skip[d] = true
 			}
 		}
@@ -142,7 +210,7 @@ func (r *clientRole) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
-	for _, c := range r.produce.collectors() {
+	for _, c := range r.ownCollectors() {
 		c.Describe(ch)
 	}
 }
@@ -159,7 +227,15 @@ func (r *clientRole) Collect(ch chan<- prometheus.Metric) {
 			ch <- m
 		}
 	}
-	for _, c := range r.produce.collectors() {
+	for _, c := range r.ownCollectors() {
 		c.Collect(ch)
 	}
+}
+
+// brokerSeriesNames are kprom's series that brokerSeries replaces.
+var brokerSeriesNames = []string{"write_bytes_total", "write_errors_total", "read_bytes_total", "read_errors_total", "request_duration_e2e_seconds"}
+
+// ownCollectors are the series clientRole keeps in place of kprom's.
+func (r *clientRole) ownCollectors() []prometheus.Collector {
+	return append(r.produce.collectors(), r.broker.collectors()...)
 }

@@ -91,11 +91,7 @@ func (d *dispatcher) run() {
 			wakeC = d.wake.C
 		}
 		select {
-		case r := <-l.queue:
-			d.take(r)
-			for n := len(l.queue); n > 0; n-- {
-				d.take(<-l.queue)
-			}
+		case <-l.in.kick:
 		case m := <-l.ctl:
 			if m.abort {
 				m.w.abortAll()
@@ -115,6 +111,12 @@ func (d *dispatcher) run() {
 		case <-stop:
 			stop = nil // a nil channel blocks: handled once
 			d.stopping = true
+		}
+		// Awake: arrivals signal again until the next hold, and whatever
+		// arrived without a signal is taken now (see inbox).
+		l.in.release()
+		for _, r := range l.in.take() {
+			d.take(r)
 		}
 	}
 }
@@ -173,6 +175,7 @@ func (d *dispatcher) pump() {
 			hold := min(max(d.latency, 100*time.Microsecond), 10*time.Millisecond)
 			if wait := time.Until(oldest.Add(hold)); wait > 0 {
 				d.armWake(wait)
+				d.l.in.hold(d.l.opts.MaxRequestBytes-bytes, d.wakeAt)
 				return
 			}
 		}
@@ -187,6 +190,7 @@ func (d *dispatcher) pump() {
 func (d *dispatcher) scan() (ready int, oldest time.Time, leftover bool, bytes int64) {
 	var lingerWait time.Duration
 	for _, w := range d.workers {
+		hot := false
 		for i := w.next; i < len(w.groups); i++ {
 			g := w.groups[i]
 			if wait := w.lingerFor(g); wait > 0 {
@@ -200,10 +204,15 @@ func (d *dispatcher) scan() (ready int, oldest time.Time, leftover bool, bytes i
 				break
 			}
 			ready++
+			hot = true
 			bytes += g.bytes
 			if oldest.IsZero() || g.oldest.Before(oldest) {
 				oldest = g.oldest
 			}
+		}
+		if hot != w.hotSeen {
+			w.hotSeen = hot
+			w.hot.Store(hot)
 		}
 	}
 	if bytes > d.l.opts.MaxRequestBytes {
@@ -346,15 +355,10 @@ func (d *dispatcher) failRemaining() {
 	for _, w := range d.workers {
 		w.abortAll()
 	}
-	for {
-		select {
-		case r := <-d.l.queue:
-			if !r.closing {
-				r.w.finish(r, nil, fmt.Errorf("kwal: append to %q: %w", r.w.p.opts.Topic, logstore.ErrClosed))
-				r.recycle()
-			}
-		default:
-			return
+	for _, r := range d.l.in.close() {
+		if !r.closing {
+			r.w.finish(r, nil, fmt.Errorf("kwal: append to %q: %w", r.w.p.opts.Topic, logstore.ErrClosed))
+			r.recycle()
 		}
 	}
 }

@@ -47,7 +47,7 @@ type Lanes struct {
 	opts LanesOptions
 	sem  *semaphore.Weighted // store-wide bound; nil when none
 
-	queue    chan *request  // from Submit and Close (a closing marker), in order
+	in       *inbox         // from Submit and Close (a closing marker), in order
 	ctl      chan ctlMsg    // register and abort
 	results  chan *dispatch // from lane goroutines
 	timeouts chan *dispatch // from timers
@@ -84,7 +84,7 @@ func NewLanes(o LanesOptions) *Lanes {
 	n := len(o.Clients)
 	l := &Lanes{
 		opts:     o,
-		queue:    make(chan *request, 1024),
+		in:       newInbox(),
 		ctl:      make(chan ctlMsg),
 		results:  make(chan *dispatch, n),
 		timeouts: make(chan *dispatch, n),

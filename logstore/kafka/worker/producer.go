@@ -212,11 +212,12 @@ func (p *Producer) SubmitBy(ctx context.Context, entries []Entry, dl Deadline) (
 			if !dl.At.IsZero() && !r.enqueued.Before(dl.At) {
 				return p.submitWaiting(ctx, r, held) // past the deadline: fails there
 			}
-			select {
-			case p.lanes.queue <- r:
+			if p.lanes.in.put(r) {
 				return p.queued(r), nil
-			default:
 			}
+			p.release(r.held)
+			r.recycle()
+			return nil, fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
 		}
 	}
 	return p.submitWaiting(ctx, r, held)
@@ -249,11 +250,12 @@ func (p *Producer) submitWaiting(ctx context.Context, r *request, held int) (*Pe
 	}
 	r.enqueued = time.Now()
 	if ctx.Err() == nil {
-		select {
-		case p.lanes.queue <- r:
+		if p.lanes.in.put(r) {
 			return p.queued(r), nil
-		case <-ctx.Done():
 		}
+		p.release(r.held)
+		r.recycle()
+		return nil, fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
 	}
 	p.release(r.held)
 	r.recycle()
@@ -398,9 +400,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.stop()
 		p.submitters.Wait()
 		// The marker follows every request of the topic in the queue.
-		select {
-		case l.queue <- &request{w: p.w, closing: true}:
-		case <-l.exited:
+		if !l.in.put(&request{w: p.w, closing: true}) {
 			return nil // the dispatcher failed everything when it stopped
 		}
 	}

@@ -23,6 +23,14 @@ type worker struct {
 	exited   bool
 	latest   int64 // highest acknowledged offset + 1
 
+	// inboxed counts the topic's requests in the dispatcher's inbox
+	// (guarded by the inbox's mutex); hot is set while the topic has a
+	// ready group, as the dispatcher saw it when it last scanned (hotSeen
+	// is its own copy, so that it stores only changes). See inbox.
+	inboxed int
+	hot     atomic.Bool
+	hotSeen bool
+
 	// withdrawals counts the requests their callers withdrew (Wait); a
 	// plan that sees it changed plans from scratch, which drops them.
 	withdrawals     atomic.Int64
