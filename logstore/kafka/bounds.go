@@ -49,9 +49,6 @@ type boundsCall struct {
 	// that arrived meanwhile), or nil.
 	follower *boundsCall
 	cohort   *cohort // the reads sharing this lookup
-	// early receives the early fetches (early.go) of the read that
-	// started the lookup (nil: none); only a flight's first lookup has it.
-	early chan *earlyFetches
 }
 
 // cohort counts the reads of one bounds lookup that have not yet joined or
@@ -105,18 +102,14 @@ func (p *placement) placed() {
 
 // bounds returns the topic's log start and end as looked up after the call
 // began, and the read's placement: the caller must call its placed once it
-// joined or started a pass, or gave up. When the call starts a lookup (none
-// was in flight for the topic), it calls started once the lookup is on its
-// way, before waiting for it; the early fetches it returns may answer the
-// lookup (see lookUpBounds).
-func (s *LogStore) bounds(ctx context.Context, topic string, started func() *earlyFetches) (start, end int64, pl *placement, err error) {
+// joined or started a pass, or gave up.
+func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, pl *placement, err error) {
 	b := &s.readBounds
 	b.mu.Lock()
 	if b.flights == nil {
 		b.flights = make(map[string]*boundsFlight)
 	}
 	var call *boundsCall
-	first := false
 	if fl := b.flights[topic]; fl != nil {
 		// A lookup is in flight: share the one queued behind it.
 		if fl.next == nil {
@@ -130,19 +123,11 @@ func (s *LogStore) bounds(ctx context.Context, topic string, started func() *ear
 		}
 		fl = &boundsFlight{}
 		b.flights[topic] = fl
-		call = &boundsCall{done: make(chan struct{}), cohort: newCohort(), early: make(chan *earlyFetches, 1)}
+		call = &boundsCall{done: make(chan struct{}), cohort: newCohort()}
 		go s.lookUpBounds(topic, fl, call)
-		first = true
 	}
 	call.cohort.add()
 	b.mu.Unlock()
-	if first {
-		var e *earlyFetches
-		if started != nil {
-			e = started()
-		}
-		call.early <- e
-	}
 	pl = &placement{own: call.cohort, awaits: []*cohort{call.cohort}}
 	select {
 	case <-call.done:
@@ -174,22 +159,12 @@ func (s *LogStore) bounds(ctx context.Context, topic string, started func() *ear
 // lookUpBounds runs call's lookup, then the one queued meanwhile, until
 // none is queued. The lookups are bounded by RequestTimeout and end with
 // the store.
-//
-// A flight's first lookup may also take the bounds from the early fetches
-// of the read that started it (see raceBounds).
 func (s *LogStore) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall) {
 	defer s.passWG.Done()
 	b := &s.readBounds
 	for call != nil {
 		ctx, cancel := context.WithTimeout(s.readCtx, s.cfg.RequestTimeout)
-		var e *earlyFetches
-		if call.early != nil {
-			select {
-			case e = <-call.early:
-			case <-ctx.Done():
-			}
-		}
-		call.start, call.end, call.err = s.raceBounds(ctx, topic, e)
+		call.start, call.end, call.err = s.readBoundsOf(ctx, topic)
 		cancel()
 		b.mu.Lock()
 		next := fl.next
@@ -201,56 +176,6 @@ func (s *LogStore) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall
 		b.mu.Unlock()
 		close(call.done)
 		call = next
-	}
-}
-
-// raceBounds is readBoundsOf, raced against the early fetches e (nil:
-// none) of the read that started the lookup: a fetch response carries the
-// partition's high watermark and log start as the leader answered it, and
-// the early fetches were sent after the read began, so theirs are bounds
-// looked up after the call began, as ListOffsets' are. The first answer
-// wins; the lookup at the leader is cancelled when an early fetch answered
-// first. (Measured on the local Kafka broker: the ListOffsets, sent along
-// with the early fetches, often waited behind them at the broker, 1.5–4
-// ms.) Only when both fail does the lookup's error stand.
-func (s *LogStore) raceBounds(ctx context.Context, topic string, e *earlyFetches) (start, end int64, err error) {
-	if e == nil || !s.addReadGoroutines(1) {
-		return s.readBoundsOf(ctx, topic)
-	}
-	type listed struct {
-		start, end int64
-		err        error
-	}
-	// The lookup at the leader runs on its own (counted for Close), so
-	// that a win of the early fetches waits for nothing: cancelled, the
-	// lookup may still be writing its request.
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch := make(chan listed, 1)
-	go func() {
-		defer s.passWG.Done()
-		start, end, err := s.readBoundsOf(lctx, topic)
-		ch <- listed{start, end, err}
-	}()
-	select {
-	case <-e.bounded:
-		if start, end, ok := e.bounds(ctx); ok {
-			return start, end, nil
-		}
-		select {
-		case l := <-ch:
-			return l.start, l.end, l.err
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		}
-	case l := <-ch:
-		if l.err == nil {
-			return l.start, l.end, nil
-		}
-		if start, end, ok := e.bounds(ctx); ok {
-			return start, end, nil
-		}
-		return 0, 0, l.err
 	}
 }
 
@@ -285,9 +210,6 @@ func (s *LogStore) readBoundsOf(ctx context.Context, topic string) (start, end i
 			// that measured none yet (cost.go).
 			s.models.sampleLatency(time.Since(began))
 			return start, end, nil
-		}
-		if ctx.Err() != nil {
-			return 0, 0, ctx.Err() // not the cache's fault (raceBounds)
 		}
 		// The cache may be stale: the fetches look the leader up again.
 		s.forgetMeta(topic)

@@ -22,8 +22,7 @@
 // # The replay path
 //
 //	Read / ReadRegions / ReadWith (read.go)
-//	  -> the log's bounds (bounds.go; batched for reads starting together),
-//	     while the first chunks expected are fetched early (early.go)
+//	  -> the log's bounds (bounds.go; batched for reads starting together)
 //	  -> below the log start: the index and the prune marks decide between
 //	     ErrPruned and reading on (pruned.go, marks.go); so they do when
 //	     the log start overtakes a fetch of the running read
@@ -65,9 +64,7 @@
 //	read.go        the read iterator and the decoding loop
 //	pass.go        passes shared by reads of one namespace
 //	bounds.go      batched log-bounds lookups of starting reads, sent to
-//	               the cached leader in one round trip (two connections)
-//	early.go       a starting read's first expected fetches, sent while
-//	               its bounds are looked up; they may answer the lookup
+//	               the cached leader in one round trip
 //	fetch.go       the fetch pipeline
 //	wire.go        one fetch request and Kafka's errors
 //	batches.go     the walk of a fetch response's record batch headers
@@ -91,10 +88,7 @@
 //     done, when it fails, or when its last read leaves (that read waits for
 //     it); Close ends and waits for every pass.
 //   - One goroutine per topic for the batched bounds lookups of starting
-//     reads (and, racing the early fetches, the lookup at the leader).
-//   - A starting read's early fetches (early.go), at most one per
-//     connection store-wide: each ends with its response, when the read or
-//     its pass drops it, or with Close (counted like the passes').
+//     reads.
 //   - Short-lived goroutines that their caller waits for: Prune's catch-up
 //     scan runs a fetcher of its own (prune.go), offsets asks the log
 //     start and end concurrently (topics.go, an errgroup), and each

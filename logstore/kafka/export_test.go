@@ -80,7 +80,3 @@ func IndexSpan(s *LogStore, topic string) (c, w int64, ok bool) {
 
 // LaneClients are the store's produce lane clients.
 func LaneClients(s *LogStore) []*kgo.Client { return s.laneClients }
-
-// SetNoEarlyFetches stops the store's reads from fetching early
-// (early.go). Set it before any read starts.
-func SetNoEarlyFetches(s *LogStore) { s.noEarly = true }

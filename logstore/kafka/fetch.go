@@ -80,12 +80,6 @@ type fetcher struct {
 	// (pruned.go).
 	joined   []*sub
 	provenTo int64
-	// early are the fetches the pass's first read sent while its bounds
-	// were looked up (early.go), not yet adopted by a chunk nor dropped.
-	early *earlyFetches
-	// speculative marks the fetcher that sends early fetches: an
-	// OFFSET_OUT_OF_RANGE is left for the pass to fetch again.
-	speculative bool
 }
 
 // fetchStats counts a fetcher's requests and records its plan choice.
@@ -127,7 +121,6 @@ type slot struct {
 	isLanded bool
 	charged  int64 // what it counts in inBytes
 	join     *sub
-	early    *earlyFetch // sent early (early.go): its response is this chunk's
 }
 
 // joinReq asks a running pass to take a read in.
@@ -182,7 +175,6 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			return false
 		}
 	}
-	defer f.dropAllEarly()
 	if err := f.refreshLeader(ctx); err != nil {
 		send(fetched{err: err})
 		return
@@ -201,7 +193,6 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 	}
 	for {
 		f.fill(ctx, &running)
-		f.dropEarlyBelow(f.frontier)
 		if len(f.queue) == 0 {
 			return
 		}
@@ -345,9 +336,6 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 			break
 		}
 	}
-	if sl.early != nil {
-		k = sl.early.conn // it went there
-	}
 	f.client = k + 1
 	sl.started, sl.conn = true, k
 	f.busy[k]++
@@ -356,26 +344,9 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	sl.shared = f.onWire
 	sl.charged = int64(sl.maxBytes)
 	f.inBytes += sl.charged
-	running.Add(1)
-	if ef := sl.early; ef != nil {
-		go func() {
-			defer running.Done()
-			defer ef.cancel()
-			select {
-			case <-ef.done:
-			case <-ctx.Done():
-				return
-			}
-			sl.res = ef.res
-			select {
-			case f.landed <- sl:
-			case <-ctx.Done():
-			}
-		}()
-		return
-	}
 	cl, warm := f.s.fetchClient(k)
 	leader, id, mode := f.leader, f.topicID, f.mode(sl.rg)
+	running.Add(1)
 	go func() {
 		defer running.Done()
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
@@ -429,9 +400,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 		if !f.decided && f.model.priced() && f.model.known() {
 			f.decide()
 		}
-		sl := f.cut()
-		f.adopt(sl)
-		f.queue = append(f.queue, sl)
+		f.queue = append(f.queue, f.cut())
 	}
 }
 

@@ -58,10 +58,7 @@ type sub struct {
 // fetcher to finish handing over a response. The read is placed (pl)
 // once it is in a pass: a pass started by a read of its cohort may then
 // plan.
-//
-// early are the read's early fetches (early.go): a pass it starts adopts
-// them; when it joins a pass, its caller drops them.
-func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range, pl *placement, early *earlyFetches) (*pass, error) {
+func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range, pl *placement) (*pass, error) {
 	s.passMu.Lock()
 	defer s.passMu.Unlock()
 	defer pl.placed()
@@ -73,7 +70,7 @@ func (s *LogStore) joinOrStart(topic string, noIndex bool, end int64, sb *sub, r
 	if !s.addReadGoroutines(2) {
 		return nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
 	}
-	return s.startPass(topic, noIndex, end, sb, ranges, pl.awaits, early), nil
+	return s.startPass(topic, noIndex, end, sb, ranges, pl.awaits), nil
 }
 
 // tryJoin asks p's fetcher to take the read in. A pass that has handed
@@ -131,7 +128,7 @@ func (p *pass) leave(sb *sub) {
 
 // startPass starts a pass over ranges for the read sb; s.passMu is held,
 // and its two goroutines are counted in s.passWG.
-func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range, cohorts []*cohort, early *earlyFetches) *pass {
+func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ranges []index.Range, cohorts []*cohort) *pass {
 	ctx, cancel := context.WithCancel(s.readCtx)
 	s.passSeq++
 	p := &pass{s: s, id: s.passSeq, topic: topic, noIndex: noIndex, end: end, cancel: cancel, joins: make(chan joinReq),
@@ -141,7 +138,6 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
 		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*slot{{join: sb}},
 		cohorts: cohorts}
-	f.takeEarly(early.handOver())
 	f.stats.plan = "indexed"
 	if noIndex || (len(ranges) == 1 && ranges[0].Scan) {
 		f.stats.plan = "scan"

@@ -240,7 +240,6 @@ func TestReadBoundsAskTheLeaderOnly(t *testing.T) {
 	}
 	require.NoError(t, w.Close())
 	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	kafka.SetNoEarlyFetches(s) // they could answer the bounds first (raceBounds)
 
 	var metadata, lists atomic.Int32
 	var failNext atomic.Bool
@@ -381,7 +380,6 @@ func TestReadBoundsOnTwoConnections(t *testing.T) {
 	}
 	require.NoError(t, w.Close())
 	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	kafka.SetNoEarlyFetches(s) // they could answer the bounds first (raceBounds)
 
 	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

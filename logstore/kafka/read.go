@@ -135,14 +135,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 		return nil
 	}
 	gen := s.gate.generation(topic)
-	// A read that starts its topic's bounds lookup sends the first
-	// fetches it expects meanwhile (early.go).
-	var early *earlyFetches
-	defer func() { early.drop() }()
-	start, end, pl, err := s.bounds(ctx, topic, func() *earlyFetches {
-		early = s.fetchEarly(topic, from, opts.NoIndex)
-		return early
-	})
+	start, end, pl, err := s.bounds(ctx, topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
@@ -200,7 +193,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 		return lostErr
 	}
 	sb := &sub{from: offs, out: make(chan []logstore.Entry, 1), gone: make(chan struct{})}
-	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges, pl, early)
+	p, err := s.joinOrStart(topic, opts.NoIndex, end, sb, plan.Ranges, pl)
 	if err != nil {
 		return err
 	}

@@ -77,9 +77,6 @@ type LogStore struct {
 	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
 	// once already.
 	fetchWarm []atomic.Bool
-	// earlyInFlight counts the reads' early fetches in flight (early.go).
-	earlyInFlight atomic.Int32
-	noEarly       bool // tests: no early fetches
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}

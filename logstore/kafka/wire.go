@@ -52,12 +52,9 @@ type fetchResult struct {
 	bytes   int           // record batch bytes fetched
 	took    time.Duration // the request's round trip
 	base    int64         // first offset of the first batch (may be below the offset asked for)
-	// hw and logStart are the partition's high watermark and log start
-	// as the leader answered the fetch (set when it succeeded).
-	hw, logStart int64
-	warm         bool  // sent on a connection already used: took prices the fetch
-	retry        error // a retriable failure: fetch again (after a leader lookup)
-	err          error // a final failure
+	warm    bool          // sent on a connection already used: took prices the fetch
+	retry   error         // a retriable failure: fetch again (after a leader lookup)
+	err     error         // a final failure
 }
 
 // newFetchRequest is a sessionless consumer fetch request with no topic
@@ -90,11 +87,6 @@ func withPartition(req *kmsg.FetchRequest, topic string, topicID [16]byte, off i
 func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, topicID [16]byte, off int64, maxBytes int32, mode string) fetchResult {
 	s := f.s
 	req := withPartition(newFetchRequest(100, 1, max(maxBytes, 1)), f.topic, topicID, off, max(maxBytes, 1))
-	if f.speculative {
-		// An early fetch (early.go) at the log's end, which a planned
-		// chunk only meets when records were lost, answers at once.
-		req.MaxWaitMillis, req.MinBytes = 0, 0
-	}
 
 	began := time.Now()
 	kresp, err := cl.Broker(int(leader)).Request(ctx, req)
@@ -124,10 +116,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, cl *kgo.Client, leader int32, t
 		if len(rp.RecordBatches) >= 8 {
 			base = min(off, int64(binary.BigEndian.Uint64(rp.RecordBatches)))
 		}
-		return fetchResult{fp: fp, next: next, bytes: n, took: took, base: base, control: controlSpans(rp.RecordBatches),
-			hw: rp.HighWatermark, logStart: rp.LogStartOffset}
-	case errors.Is(perr, kerr.OffsetOutOfRange) && f.speculative:
-		return fetchResult{retry: perr} // the pass fetches again, and decides
+		return fetchResult{fp: fp, next: next, bytes: n, took: took, base: base, control: controlSpans(rp.RecordBatches)}
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return fetchResult{err: f.outOfRange(ctx, off, perr)}
 	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
