@@ -427,3 +427,60 @@ func TestMixedPlanReadsEqualScan(t *testing.T) {
 		requireEntries(t, want[r], byRegion[r], fmt.Sprintf("region %d vs acknowledged", r))
 	}
 }
+
+// TestReadBoundsOnTwoConnections: a read's bounds lookup sends its two
+// ListOffsets (the log start and end) on two connections. A broker serves a
+// connection's requests one at a time (kfake as Kafka does), so on one
+// connection the second waited for the first: here the broker holds the
+// first until the second arrives, which only happens when they travel
+// apart. (kfake only: it holds a request.)
+func TestReadBoundsOnTwoConnections(t *testing.T) {
+	t.Parallel()
+	if testutil.RealBrokers() != nil {
+		t.Skip("holds a request in kfake")
+	}
+	c := testutil.NewCluster(t)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	topic := newTopic(t)
+	ctx := context.Background()
+	var want []logstore.EntryID
+	for i := range 6 {
+		res, err := w.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(1 + i%2), Data: []byte{byte(i)}}})
+		require.NoError(t, err)
+		if i%2 == 0 {
+			want = append(want, res.LastEntryIDs[1])
+		}
+	}
+	require.NoError(t, w.Close())
+	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+
+	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var lists atomic.Int32
+	second := make(chan struct{})
+	c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		switch lists.Add(1) {
+		case 1:
+			c.SleepControl(func() {
+				select {
+				case <-second:
+				case <-readCtx.Done():
+				}
+			})
+		case 2:
+			close(second)
+		}
+		return nil, nil, false
+	})
+	got, err := readErr(s.ReadWith(readCtx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{}))
+	require.NoError(t, err, "the second ListOffsets waited behind the first: both on one connection")
+	var ids []logstore.EntryID
+	for _, e := range got {
+		ids = append(ids, e.ID)
+	}
+	require.Equal(t, want, ids)
+	require.EqualValues(t, 2, lists.Load())
+}

@@ -215,7 +215,7 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 			"topic", f.topic, "offset", head.off, "log_start", sm.start)
 	}
 	if sm.start >= head.rg.End {
-		f.queue = f.queue[1:]
+		f.popHead()
 		return nil
 	}
 	rg := index.Range{Start: sm.start, End: head.rg.End, Scan: head.rg.Scan}

@@ -33,6 +33,9 @@ import (
 // range with a one-batch fetch and continues a longer range only once its
 // probe landed: one more round trip in the way of one region's replay.
 //
+// The two connections a read's log-bounds lookup uses (bounds.go) are
+// opened the same way, with a lookup of a topic on each leader.
+//
 // Warming is best effort and bounded by ctx: a failure leaves a
 // connection to be opened by the read that needs it, as before. A store
 // whose index knows no topic warms nothing.
@@ -50,7 +53,7 @@ func (s *LogStore) warmReads(ctx context.Context) {
 		s.log.Debug("kwal: open: warming reads: metadata", "err", err)
 		return
 	}
-	leaders := map[int32]bool{}
+	leaders := map[int32]string{} // a topic each leads
 	s.metaMu.Lock()
 	for _, t := range topics {
 		td, ok := details[t]
@@ -62,7 +65,7 @@ func (s *LogStore) warmReads(ctx context.Context) {
 			continue
 		}
 		s.meta[t] = topicMeta{leader: p.Leader, id: td.ID}
-		leaders[p.Leader] = true
+		leaders[p.Leader] = t
 	}
 	s.metaMu.Unlock()
 
@@ -89,6 +92,18 @@ func (s *LogStore) warmReads(ctx context.Context) {
 				s.rateSample(ctx, far, meta, farW)
 			})
 		}
+	}
+	// The bounds lookups' two connections to each leader (bounds.go): a
+	// lookup of one topic there opens them.
+	startCl, endCl := s.boundsClients()
+	for _, cl := range []*kgo.Client{startCl, endCl} {
+		wg.Go(func() {
+			for leader, topic := range leaders {
+				if _, err := listOffset(ctx, cl, topic, leader, -1); err != nil {
+					s.log.Debug("kwal: open: warming a bounds connection", "broker", leader, "err", err)
+				}
+			}
+		})
 	}
 	for k, cl := range clients {
 		wg.Go(func() {
