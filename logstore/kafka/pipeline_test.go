@@ -234,21 +234,8 @@ func TestReadBoundsAskTheLeaderOnly(t *testing.T) {
 		t.Skip("counts requests in kfake")
 	}
 	c := testutil.NewCluster(t)
-	brokers := c.ListenAddrs()
-	dir := t.TempDir()
-	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	topic := newTopic(t)
 	ctx := context.Background()
-	var want []logstore.EntryID
-	for i := range 10 {
-		res, err := w.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(1 + i%2), Data: []byte{byte(i)}}})
-		require.NoError(t, err)
-		if i%2 == 0 {
-			want = append(want, res.LastEntryIDs[1])
-		}
-	}
-	require.NoError(t, w.Close())
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	s, topic, want := restartedTwoRegions(t, c.ListenAddrs(), 10)
 
 	var metadata, lists atomic.Int32
 	var failNext atomic.Bool
@@ -440,21 +427,8 @@ func TestReadBoundsOnTwoConnections(t *testing.T) {
 		t.Skip("holds a request in kfake")
 	}
 	c := testutil.NewCluster(t)
-	brokers := c.ListenAddrs()
-	dir := t.TempDir()
-	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	topic := newTopic(t)
 	ctx := context.Background()
-	var want []logstore.EntryID
-	for i := range 6 {
-		res, err := w.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(1 + i%2), Data: []byte{byte(i)}}})
-		require.NoError(t, err)
-		if i%2 == 0 {
-			want = append(want, res.LastEntryIDs[1])
-		}
-	}
-	require.NoError(t, w.Close())
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	s, topic, want := restartedTwoRegions(t, c.ListenAddrs(), 6)
 
 	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -483,4 +457,24 @@ func TestReadBoundsOnTwoConnections(t *testing.T) {
 	}
 	require.Equal(t, want, ids)
 	require.EqualValues(t, 2, lists.Load())
+}
+
+// restartedTwoRegions writes n one-entry calls to a new topic, regions 1
+// and 2 in turn, closes the store and opens another on the same index
+// directory: a restarted datanode. It returns region 1's entry IDs.
+func restartedTwoRegions(t *testing.T, brokers []string, n int) (*kafka.LogStore, string, []logstore.EntryID) {
+	t.Helper()
+	dir := t.TempDir()
+	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
+	topic := newTopic(t)
+	var want []logstore.EntryID
+	for i := range n {
+		res, err := w.AppendBatch(context.Background(), []logstore.Entry{{Namespace: topic, Region: logstore.RegionID(1 + i%2), Data: []byte{byte(i)}}})
+		require.NoError(t, err)
+		if i%2 == 0 {
+			want = append(want, res.LastEntryIDs[1])
+		}
+	}
+	require.NoError(t, w.Close())
+	return openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir }), topic, want
 }

@@ -71,14 +71,7 @@ func TestReadHoldBound(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	heap := func() int64 {
-		// The profile is as of the last completed GC cycle; two make it
-		// current.
-		runtime.GC()
-		runtime.GC()
-		return liveHeapOutside("/kfake.")
-	}
-	base := heap()
+	base := liveClientHeap()
 	var peak, got, gotSum int64
 	for e, err := range s.ReadRegions(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0, 2: 0}) {
 		require.NoError(t, err)
@@ -86,7 +79,7 @@ func TestReadHoldBound(t *testing.T) {
 		require.Len(t, e.Data, size)
 		gotSum += int64(e.Data[0])
 		if got%32 == 0 {
-			peak = max(peak, heap()-base)
+			peak = max(peak, liveClientHeap()-base)
 		}
 		got++
 	}
@@ -194,21 +187,24 @@ func TestPassHoldsNoHandedOverResponses(t *testing.T) {
 		_, err := s.AppendBatch(ctx, batch)
 		require.NoError(t, err)
 	}
-	heap := func() int64 {
-		runtime.GC()
-		runtime.GC()
-		return liveHeapOutside("/kfake.")
-	}
-	base := heap()
+	base := liveClientHeap()
 	var peak, got int64
 	for _, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{NoIndex: true}) {
 		require.NoError(t, err)
 		if got%16 == 0 {
-			peak = max(peak, heap()-base)
+			peak = max(peak, liveClientHeap()-base)
 		}
 		got++
 	}
 	require.EqualValues(t, entries, got)
 	t.Logf("read of %d MiB: peak live heap growth %.2f MiB, FetchMaxBytes %.2f MiB", entries*size>>20, float64(peak)/(1<<20), float64(fetchMax)/(1<<20))
 	require.Less(t, peak, int64(2*fetchMax), "live heap growth over twice FetchMaxBytes: handed-over responses kept")
+}
+
+// liveClientHeap is the live heap outside kfake's own allocations. The
+// profile is as of the last completed GC cycle; two make it current.
+func liveClientHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	return liveHeapOutside("/kfake.")
 }
