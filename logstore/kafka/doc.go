@@ -71,8 +71,7 @@
 //	batches.go     the walk of a fetch response's record batch headers
 //	cost.go        the cost model of fetching, and the cut into stretches
 //	warm.go        Open warms the indexed topics' fetch connections and
-//	               seeds the cost model (a round trip, one batch's size,
-//	               a streaming rate)
+//	               seeds the cost model (a round trip, one batch's size)
 //	gaps.go        offsets missing from the log
 //	gate.go        reads' index updates against DeleteNamespace and Close
 //	catchup.go     the index's background catch-up after a restart

@@ -81,14 +81,6 @@ func IndexSpan(s *LogStore, topic string) (c, w int64, ok bool) {
 // LaneClients are the store's produce lane clients.
 func LaneClients(s *LogStore) []*kgo.Client { return s.laneClients }
 
-// RateSeed is the streaming rate Open sampled, the rate of cost models
-// that measured none (0: none).
-func RateSeed(s *LogStore) float64 {
-	s.models.mu.Lock()
-	defer s.models.mu.Unlock()
-	return s.models.rateSeed
-}
-
 // SetCostModel makes the store's next reads start from a cost model that
 // measured latency and bytesPerSec (their bytes per offset stay their
 // topics' own, or the seed), so that tests can make a read choose a plan.

@@ -89,7 +89,6 @@ func (s *LogStore) warmReads(ctx context.Context) {
 		if found {
 			wg.Go(func() {
 				s.sizeSample(ctx, far, meta, farW-1)
-				s.rateSample(ctx, far, meta, farW)
 			})
 		}
 	}
@@ -180,55 +179,4 @@ func batchesWeight(b []byte) (float64, bool) {
 		return 0, false
 	}
 	return float64(n) / float64(next-first), true
-}
-
-// rateSample measures how fast the broker streams a fetch, as the seed of
-// the rate of cost models no read measured yet (modelStore.sampledRate):
-// a round trip with no data, then a fetch of up to a scan chunk's bytes
-// from the start of what the index covers of topic (below w), each timed
-// on the admin connection sizeSample opened. Without it the first reads
-// after Open price a scan at the rate prior (a broker streaming from its
-// page cache, about 1 GB/s); on kfake, which streams slower, 1,000
-// regions over 64 topics fetched 1.25–1.42x the bytes they needed once
-// plans were priced before the first fetch (1.00–1.18x before), likely
-// for that reason. The sample is one fetch alone, not a share of the
-// broker's time as a pass's fetches are priced (cost.go): on a broker
-// that streams several fetches at once faster than one, it is low until
-// the pass measures its own. Best effort: a failure, or a sample too small
-// to time the streaming (smallFetch), records nothing.
-func (s *LogStore) rateSample(ctx context.Context, topic string, m topicMeta, w int64) {
-	g, ok := s.index.(pruneIndex)
-	if !ok {
-		return
-	}
-	ts, ok := g.Stats(topic, false)
-	if !ok || !ts.Covered || ts.C >= w {
-		return
-	}
-	br := s.admin.Broker(int(m.leader))
-	began := time.Now()
-	if _, err := br.Request(ctx, newFetchRequest(0, 0, 1)); err != nil {
-		return
-	}
-	rtt := time.Since(began)
-	maxBytes := int32(max(int64(s.cfg.FetchMaxBytes)/int64(len(s.laneClients)+1), int64(s.cfg.MaxBatchBytes)))
-	began = time.Now()
-	kresp, err := br.Request(ctx, withPartition(newFetchRequest(0, 0, maxBytes), topic, m.id, ts.C, maxBytes))
-	took := time.Since(began)
-	if err != nil {
-		s.log.Debug("kwal: open: sampling the streaming rate", "topic", topic, "err", err)
-		return
-	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		return
-	}
-	n := len(resp.Topics[0].Partitions[0].RecordBatches)
-	if n <= smallFetch {
-		return
-	}
-	// As in costModel.learn: the streaming time is what the fetch took
-	// beyond a round trip, and never less than half the fetch.
-	d := took.Seconds()
-	s.models.sampledRate(float64(n) / max(d-rtt.Seconds(), d/2))
 }

@@ -50,30 +50,3 @@ func TestOpenWarmsReadsOfIndexedTopics(t *testing.T) {
 	got := collect(t, s.Read(ctx, topic, 2, 0))
 	require.Equal(t, want, got)
 }
-
-// TestOpenSamplesTheStreamingRate: a store reopened with an index that
-// covers a topic of more than a small fetch's bytes has, when Open
-// returns, a measured streaming rate to price its first reads' scans
-// with (instead of the 1 GB/s prior); and a model that measured no rate
-// takes it, until its first measured rate replaces it.
-func TestOpenSamplesTheStreamingRate(t *testing.T) {
-	brokers := testutil.Brokers(t)
-	dir := t.TempDir()
-	topic := testutil.Topic(t)
-	ctx := context.Background()
-	w := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	for range 20 {
-		var es []logstore.Entry
-		for range 10 {
-			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: make([]byte, 1000)})
-		}
-		_, err := w.AppendBatch(ctx, es)
-		require.NoError(t, err)
-	}
-	require.NoError(t, w.Close())
-
-	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	require.Positive(t, kafka.RateSeed(s), "Open timed a fetch of the topic's records")
-	got := collect(t, s.Read(ctx, topic, 1, 0))
-	require.Len(t, got, 200)
-}
