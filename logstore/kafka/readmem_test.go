@@ -29,20 +29,7 @@ import (
 // (it runs in this process) is left out, by the allocation sites of the
 // memory profile.
 func TestReadHoldBound(t *testing.T) {
-	rate := runtime.MemProfileRate
-	runtime.MemProfileRate = 1 // every allocation, so the profile is exact
-	t.Cleanup(func() { runtime.MemProfileRate = rate })
-	brokers := testutil.RealBrokers()
-	if brokers == nil {
-		// kfake takes franz-go's client telemetry pushes (KIP-714), whose
-		// 8 MiB lz4 buffers would show in the heap at random moments; a
-		// broker without the telemetry APIs gets none (as Kafka without a
-		// metrics reporter).
-		v := kversion.Stable()
-		v.SetMaxKeyVersion(int16(kmsg.GetTelemetrySubscriptions), -1)
-		v.SetMaxKeyVersion(int16(kmsg.PushTelemetry), -1)
-		brokers = testutil.NewCluster(t, kfake.MaxVersions(v)).ListenAddrs()
-	}
+	brokers := heapTestBrokers(t)
 	var bound int64
 	const fetchMax = 256 << 10
 	s := openStore(t, brokers, func(cfg *kafka.Config) {
@@ -157,16 +144,7 @@ func TestReadHoldExceededFails(t *testing.T) {
 // (measured: 3.2 MiB for 2 MiB; 5.6 MiB before). Not parallel: it measures the process's heap (kfake's
 // allocations left out, as in TestReadHoldBound).
 func TestPassHoldsNoHandedOverResponses(t *testing.T) {
-	rate := runtime.MemProfileRate
-	runtime.MemProfileRate = 1
-	t.Cleanup(func() { runtime.MemProfileRate = rate })
-	brokers := testutil.RealBrokers()
-	if brokers == nil {
-		v := kversion.Stable()
-		v.SetMaxKeyVersion(int16(kmsg.GetTelemetrySubscriptions), -1)
-		v.SetMaxKeyVersion(int16(kmsg.PushTelemetry), -1)
-		brokers = testutil.NewCluster(t, kfake.MaxVersions(v)).ListenAddrs()
-	}
+	brokers := heapTestBrokers(t)
 	const fetchMax = 2 << 20
 	s := openStore(t, brokers, func(cfg *kafka.Config) {
 		cfg.MaxBatchBytes = 64 << 10
@@ -207,4 +185,24 @@ func liveClientHeap() int64 {
 	runtime.GC()
 	runtime.GC()
 	return liveHeapOutside("/kfake.")
+}
+
+// heapTestBrokers profiles every allocation for the rest of the test, so
+// that liveHeapOutside is exact, and returns the brokers to measure on:
+// the real ones, or a kfake cluster without the client telemetry APIs.
+// kfake takes franz-go's telemetry pushes (KIP-714), whose 8 MiB lz4
+// buffers would show in the heap at random moments; a broker without those
+// APIs gets none (as Kafka without a metrics reporter).
+func heapTestBrokers(t *testing.T) []string {
+	t.Helper()
+	rate := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	t.Cleanup(func() { runtime.MemProfileRate = rate })
+	if brokers := testutil.RealBrokers(); brokers != nil {
+		return brokers
+	}
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.GetTelemetrySubscriptions), -1)
+	v.SetMaxKeyVersion(int16(kmsg.PushTelemetry), -1)
+	return testutil.NewCluster(t, kfake.MaxVersions(v)).ListenAddrs()
 }
