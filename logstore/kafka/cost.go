@@ -50,7 +50,7 @@ type costModel struct {
 // none). A rate sampled at Open (one fetch of about a scan chunk, timed)
 // was tried and dropped: the timed replays right after Open got slower
 // (one region of 1,000 over 64 topics on the local Kafka broker: 0.95–1.8
-// ms with it against 0.48–0.72 without, alternated), whatever its price.
+// ms with it against 0.48–0.72 without, 2 runs each, alternated).
 const (
 	// gapShare is the byte budget of a pass's stretches: the offsets they
 	// read beyond the planned ranges, as a share of the planned offsets.
