@@ -93,7 +93,7 @@ type fetchStats struct {
 	fetches    int   // fetch requests
 	bytes      int64 // record batch bytes fetched
 	mergedGaps int   // gaps between planned ranges read through (inside stretches)
-	plan       string
+	scan       bool  // the pass reads its whole span from the start (ReadStats.Plan "scan")
 	estIndexed time.Duration
 	estScan    time.Duration
 	estPlan    time.Duration // of the plan chosen
@@ -548,7 +548,7 @@ func (f *fetcher) decide() {
 // planName says what the pass read (ReadStats.Plan).
 func (f *fetcher) planName() string {
 	switch {
-	case f.stats.plan == "scan" || f.noIndex:
+	case f.stats.scan || f.noIndex:
 		return "scan"
 	case f.stats.stretches == 0:
 		return "indexed"

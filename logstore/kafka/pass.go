@@ -138,10 +138,7 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
 		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*slot{{join: sb}},
 		cohorts: cohorts}
-	f.stats.plan = "indexed"
-	if noIndex || (len(ranges) == 1 && ranges[0].Scan) {
-		f.stats.plan = "scan"
-	}
+	f.stats.scan = noIndex || (len(ranges) == 1 && ranges[0].Scan)
 	rt := &router{regions: make(map[uint64][]*route), flushed: p.flushed}
 	r := &reader{s: s, topic: topic, gen: s.gate.generation(topic), end: end, asm: record.NewAssembler(), from: make(map[uint64]int64), route: rt, yield: rt.dispatch}
 	ch := make(chan fetched)

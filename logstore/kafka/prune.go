@@ -271,7 +271,7 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 // with generation gen.
 func (s *LogStore) scanIntoIndex(ctx context.Context, topic string, gen uint64, ranges []index.Range, end int64) error {
 	f := &fetcher{s: s, topic: topic, model: s.models.load(topic), pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
-	f.stats.plan = "scan"
+	f.stats.scan = true
 	r := &reader{s: s, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, indexOnly: true,
 		route: &router{regions: map[uint64][]*route{}}}
 	r.yield = r.route.dispatch
