@@ -67,7 +67,10 @@ index_bytes_per_entry, and the figures behind them; recovery holds the recovery
 benchmark (--recovery-runs, 0 skips it): after a restart of the store with its
 index dir, one region indexed vs full scan, every region replayed at once with
 its own Read from a random flushed point, one ReadRegions per topic, every
-region by full scan, against each topic scanned once.`
+region by full scan, against each topic scanned once; and the broker's floors
+(one region's batches, the needed batches within 1.2x their bytes, every
+batch) fetched at once by plain franz-go clients on warmed connections,
+nothing decoded: what no reader of that layout can beat on this broker.`
 
 func (a *app) benchCmd() *cobra.Command {
 	var o benchOpts

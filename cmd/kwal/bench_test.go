@@ -44,6 +44,21 @@ func TestBenchJSON(t *testing.T) {
 	require.Equal(t, entries, rec["full_scans"].(map[string]any)["entries"])
 	require.EqualValues(t, 9, rec["one_region"].(map[string]any)["indexed"].(map[string]any)["entries"])
 	require.Positive(t, rec["one_region_speedup"])
+	// The broker floors fetched exactly what they say: the region's
+	// batches (which its indexed read fetched too), every batch of the
+	// topic, and the needed batches with at most 20% more.
+	one := rec["one_region"].(map[string]any)
+	floor := one["floor"].(map[string]any)
+	require.Positive(t, floor["fetches"])
+	require.Positive(t, floor["fetched_bytes"])
+	require.LessOrEqual(t, floor["fetched_bytes"], one["indexed"].(map[string]any)["fetched_bytes"])
+	require.Equal(t, rec["topic_bytes"], rec["scan_floor"].(map[string]any)["fetched_bytes"])
+	need := rec["needed_bytes"].(float64)
+	cf := rec["concurrent_floor"].(map[string]any)["fetched_bytes"].(float64)
+	require.GreaterOrEqual(t, cf, need)
+	require.LessOrEqual(t, cf, 1.2*need)
+	require.Positive(t, rec["one_region_floor_speedup"])
+	require.Positive(t, rec["concurrent_floor_vs_scan"])
 	idx := rep["index"].(map[string]any)
 	require.EqualValues(t, 36, idx["entries"]) // the first round's topic
 	require.EqualValues(t, 36, idx["appended_entries"])

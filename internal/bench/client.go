@@ -96,6 +96,7 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 		raw := rp.RecordBatches
 		progressed := false
 		for len(raw) >= 12 {
+			base := int64(binary.BigEndian.Uint64(raw[0:8]))
 			n := int(binary.BigEndian.Uint32(raw[8:12])) + 12
 			if n > len(raw) {
 				break // a partial batch at the end of the response
@@ -114,7 +115,7 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 			l.Batches++
 			l.BatchBytes += int64(n)
 			regions := map[uint64]struct{}{}
-			span := BatchSpan{Bytes: int64(n), Last: map[uint64]int64{}}
+			span := BatchSpan{Base: base, End: next, Bytes: int64(n), Last: map[uint64]int64{}}
 			for _, r := range fp.Records {
 				l.Records++
 				p, err := record.Decode(r.Key, r.Value)

@@ -29,8 +29,9 @@ type Layout struct {
 
 // BatchSpan is one record batch of a Layout.
 type BatchSpan struct {
-	Bytes int64
-	Last  map[uint64]int64 // region -> offset of its last record in the batch
+	Base, End int64 // its offsets: [Base, End)
+	Bytes     int64
+	Last      map[uint64]int64 // region -> offset of its last record in the batch
 }
 
 // NeededBytes is what a replay of the regions, each from its own offset,

@@ -33,7 +33,17 @@ type RecoveryConfig struct {
 	// RawScan reads a topic with a plain franz-go consumer (RawConsumeWith),
 	// the baseline; nil skips it.
 	RawScan func(ctx context.Context, topic string) (ConsumeResult, error)
+	// Floor times ranges fetched at once by plain franz-go clients
+	// (FetchFloor): the broker's floor of (a), of (b) and of a scan; nil,
+	// or no Layout, skips them. FloorChunk is the bytes a floor fetch
+	// takes at most where a run of batches is longer (kwal's chunk size).
+	Floor      func(ctx context.Context, ranges []OffsetRange) (FloorResult, error)
+	FloorChunk int64
 }
+
+// floorExtra is the share of the needed bytes that (b)'s floor may fetch
+// beyond them, the issue's bound (<= 1.2x the needed bytes).
+const floorExtra = 0.2
 
 // Recovery is what a restart's replays measured. Every phase runs on a
 // store opened afresh (the restart), none on a store that already read.
@@ -68,6 +78,21 @@ type Recovery struct {
 	ConcurrentVsNeeded  float64 `json:"concurrent_fetched_vs_needed"` // (b) fetched bytes ÷ needed bytes
 	ReadRegionsVsScan   float64 `json:"read_regions_vs_scan"`         // (c) time ÷ topic scan time
 	FullScansVsScan     float64 `json:"full_scans_vs_scan"`           // (d) time ÷ topic scan time
+	// The best (a) could do on this broker: full scan time ÷ the floor's,
+	// and how far the indexed read is above the floor (indexed ÷ floor).
+	OneRegionFloorSpeedup float64 `json:"one_region_floor_speedup,omitempty"`
+	OneRegionVsFloor      float64 `json:"one_region_vs_floor,omitempty"`
+	// The broker's floor of (b) and of a scan, both fetched by plain
+	// franz-go clients, nothing decoded: ConcurrentFloor fetches the
+	// needed batches with the smallest gaps between them merged up to 1.2x
+	// the needed bytes (the fewest fetches within the issue's byte bound),
+	// ScanFloor every batch, each in chunks of FloorChunk; and (b)'s floor
+	// against kwal's topic scan and against the scan floor. Above 1.3x, no
+	// reader meets both (b) targets on this broker.
+	ConcurrentFloor            *RecoveryRead `json:"concurrent_floor,omitempty"`
+	ScanFloor                  *RecoveryRead `json:"scan_floor,omitempty"`
+	ConcurrentFloorVsScan      float64       `json:"concurrent_floor_vs_scan,omitempty"`
+	ConcurrentFloorVsScanFloor float64       `json:"concurrent_floor_vs_scan_floor,omitempty"`
 }
 
 // RecoveryOne is one region's replay, indexed and by full scan.
@@ -77,6 +102,9 @@ type RecoveryOne struct {
 	Runs      int          `json:"runs"`
 	Indexed   RecoveryRead `json:"indexed"`
 	FullScan  RecoveryRead `json:"full_scan"`
+	// Floor is the region's batches fetched by plain franz-go clients,
+	// nothing decoded (see FetchFloor); nil when not measured.
+	Floor *RecoveryRead `json:"floor,omitempty"`
 }
 
 // RecoveryRead is a timed replay's figures.
@@ -163,6 +191,8 @@ func MeasureRecovery(ctx context.Context, c RecoveryConfig) (Recovery, error) {
 		}
 	}
 	rec.Regions = len(points)
+	var needRuns, scanRuns []OffsetRange // the floors of (b) and of a scan
+	var oneRuns []OffsetRange            // (a)'s
 	for _, t := range c.Topics {
 		if c.Layout == nil {
 			break
@@ -177,14 +207,15 @@ func MeasureRecovery(ctx context.Context, c RecoveryConfig) (Recovery, error) {
 		}
 		rec.NeededBytes += l.NeededBytes(from)
 		rec.TopicBytes += l.BatchBytes
+		needRuns = append(needRuns, l.NeededRuns(t, from, floorExtra, c.FloorChunk)...)
+		scanRuns = append(scanRuns, l.ScanRuns(t, c.FloorChunk)...)
+		if t == c.Topics[0] {
+			oneRuns = l.RegionRuns(t, uint64(oneRegion(c)))
+		}
 	}
 
 	// (a) One region, indexed and by full scan.
-	t0 := c.Topics[0]
-	region := logstore.RegionID(1)
-	if rs := c.Regions[t0]; len(rs) > 0 {
-		region = slices.Min(rs)
-	}
+	t0, region := c.Topics[0], oneRegion(c)
 	rec.OneRegion = RecoveryOne{Namespace: t0, Region: uint64(region), Runs: max(c.Runs, 1)}
 	var err error
 	if rec.OneRegion.Indexed, err = timeOne(ctx, c, t0, region, false); err != nil {
@@ -196,6 +227,9 @@ func MeasureRecovery(ctx context.Context, c RecoveryConfig) (Recovery, error) {
 	if rec.OneRegion.Indexed.Entries != rec.OneRegion.FullScan.Entries {
 		return rec, fmt.Errorf("bench: recovery: region %d of %s: indexed read yielded %d entries, full scan %d",
 			region, t0, rec.OneRegion.Indexed.Entries, rec.OneRegion.FullScan.Entries)
+	}
+	if rec.OneRegion.Floor, err = c.floor(ctx, oneRuns); err != nil {
+		return rec, fmt.Errorf("bench: recovery: floor of region %d of %s: %w", region, t0, err)
 	}
 
 	// (b), (c), (d): every region from its flushed point. Each region's
@@ -274,7 +308,24 @@ func MeasureRecovery(ctx context.Context, c RecoveryConfig) (Recovery, error) {
 		rec.RawScan.Runs, rec.RawScan.ElapsedMS, rec.RawScan.MinMS, rec.RawScan.MaxMS = len(times), times[len(times)/2], times[0], times[len(times)-1]
 	}
 
+	if rec.ConcurrentFloor, err = c.floor(ctx, needRuns); err != nil {
+		return rec, fmt.Errorf("bench: recovery: floor of (b): %w", err)
+	}
+	if rec.ScanFloor, err = c.floor(ctx, scanRuns); err != nil {
+		return rec, fmt.Errorf("bench: recovery: floor of a scan: %w", err)
+	}
+
 	one := rec.OneRegion
+	if f := one.Floor; f != nil {
+		rec.OneRegionFloorSpeedup = ratio(one.FullScan.MedianMS, f.MedianMS)
+		rec.OneRegionVsFloor = ratio(one.Indexed.MedianMS, f.MedianMS)
+	}
+	if f := rec.ConcurrentFloor; f != nil {
+		rec.ConcurrentFloorVsScan = ratio(f.MedianMS, rec.TopicScan.ElapsedMS)
+		if rec.ScanFloor != nil {
+			rec.ConcurrentFloorVsScanFloor = ratio(f.MedianMS, rec.ScanFloor.MedianMS)
+		}
+	}
 	rec.OneRegionSpeedup = ratio(one.FullScan.MedianMS, one.Indexed.MedianMS)
 	rec.OneRegionFetchedOwn = ratio(float64(one.Indexed.FetchedBytes), float64(one.Indexed.EntryBytes))
 	rec.ConcurrentVsScan = ratio(rec.Concurrent.ElapsedMS, rec.TopicScan.ElapsedMS)
@@ -282,6 +333,27 @@ func MeasureRecovery(ctx context.Context, c RecoveryConfig) (Recovery, error) {
 	rec.ReadRegionsVsScan = ratio(rec.ReadRegions.ElapsedMS, rec.TopicScan.ElapsedMS)
 	rec.FullScansVsScan = ratio(rec.FullScans.ElapsedMS, rec.TopicScan.ElapsedMS)
 	return rec, nil
+}
+
+// oneRegion is (a)'s region: the first topic's lowest.
+func oneRegion(c RecoveryConfig) logstore.RegionID {
+	if rs := c.Regions[c.Topics[0]]; len(rs) > 0 {
+		return slices.Min(rs)
+	}
+	return 1
+}
+
+// floor times ranges fetched by c.Floor, median of c.Runs; nil when there
+// is nothing to time.
+func (c RecoveryConfig) floor(ctx context.Context, ranges []OffsetRange) (*RecoveryRead, error) {
+	if c.Floor == nil || len(ranges) == 0 {
+		return nil, nil
+	}
+	f, err := medianFloor(c.Runs, func() (FloorResult, error) { return c.Floor(ctx, ranges) })
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
 }
 
 func ratio(a, b float64) float64 {
@@ -467,6 +539,12 @@ func (r Recovery) Print(w io.Writer) {
 	}
 	oneRow(fmt.Sprintf("(a) region %d, indexed", one.Region), one.Indexed)
 	oneRow(fmt.Sprintf("(a) region %d, full scan", one.Region), one.FullScan)
+	floorRow := func(name string, x *RecoveryRead) {
+		if x != nil {
+			fmt.Fprintf(tw, "%s\t%.2fms (%.2f-%.2f)\t-\t-\t%d\t%s\t-\t%s\t\n", name, x.MedianMS, x.MinMS, x.MaxMS, x.Fetches, mb(x.FetchedBytes), "plain franz-go fetches, nothing decoded")
+		}
+	}
+	floorRow(fmt.Sprintf("(a) region %d, broker floor", one.Region), one.Floor)
 	row := func(name string, p RecoveryPhase) {
 		plans := ""
 		for k, v := range p.Plans {
@@ -488,12 +566,21 @@ func (r Recovery) Print(w io.Writer) {
 	if r.RawScan.Reads > 0 {
 		row("raw franz-go scan per topic", r.RawScan)
 	}
+	floorRow("(b) broker floor, <= 1.2x needed", r.ConcurrentFloor)
+	floorRow("each topic scanned, broker floor", r.ScanFloor)
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "one_region_speedup\t%.2f\t(full scan ÷ indexed)\n", r.OneRegionSpeedup)
+	if r.OneRegionFloorSpeedup > 0 {
+		fmt.Fprintf(tw, "one_region_floor_speedup\t%.2f\t(full scan ÷ the broker's floor: its batches fetched by plain franz-go clients, nothing decoded)\n", r.OneRegionFloorSpeedup)
+		fmt.Fprintf(tw, "one_region_vs_floor\t%.2f\t(indexed ÷ the floor)\n", r.OneRegionVsFloor)
+	}
 	fmt.Fprintf(tw, "one_region_fetched_own\t%.3f\t(indexed fetched bytes ÷ its entry bytes)\n", r.OneRegionFetchedOwn)
 	fmt.Fprintf(tw, "concurrent_vs_scan\t%.2f\t((b) time ÷ each topic scanned once)\n", r.ConcurrentVsScan)
 	fmt.Fprintf(tw, "concurrent_fetched_vs_needed\t%.3f\t((b) fetched ÷ %s in batches holding records after the flushed points; topics hold %s)\n", r.ConcurrentVsNeeded, mb(r.NeededBytes), mb(r.TopicBytes))
+	if r.ConcurrentFloorVsScan > 0 {
+		fmt.Fprintf(tw, "concurrent_floor_vs_scan\t%.2f\t((b)'s broker floor within 1.2x the needed bytes ÷ each topic scanned once; %.2f ÷ the scan's floor)\n", r.ConcurrentFloorVsScan, r.ConcurrentFloorVsScanFloor)
+	}
 	fmt.Fprintf(tw, "read_regions_vs_scan\t%.2f\t((c) time ÷ each topic scanned once)\n", r.ReadRegionsVsScan)
 	fmt.Fprintf(tw, "full_scans_vs_scan\t%.2f\t((d) time ÷ each topic scanned once)\n", r.FullScansVsScan)
 	fmt.Fprintf(tw, "cost model of (b)\t%.3fms\t(a fetch's latency share), %.0f MB/s streamed, %d gaps fetched through\n", r.Concurrent.LatencyMS, r.Concurrent.StreamMBps, r.Concurrent.MergedGaps)
