@@ -31,7 +31,9 @@ import (
 // broker's latency is paid about once per window rather than once per
 // range. A response that lands frees its connection at once, before the
 // reader takes it: a slow fetch at the head holds no other connection idle
-// (as many landed responses as there are connections may wait for it). A
+// (as many landed responses as there are connections may wait for it); and
+// while the reader is busy with a response, the fetcher goes on landing
+// and starting the fetches behind it, within those limits. A
 // response that ends before its chunk does is continued at once
 // by a fetch of the rest, ahead of the chunks behind it.
 //
@@ -182,12 +184,28 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 	var running sync.WaitGroup
 	defer running.Wait()
 	defer cancel()
+	// send hands msg to the reader. While the reader is still busy with
+	// what it was handed before, the fetcher keeps the pipeline going:
+	// landed responses free their connections and the queue's next chunks
+	// start, so that the broker serves while the reader decodes (blocked
+	// on the hand-over, the fetcher left connections idle for as long as
+	// the reader took). Joins wait: one taken now could be placed before
+	// msg. A final error starts nothing more.
 	send := func(msg fetched) bool {
-		select {
-		case ch <- msg:
-			return true
-		case <-ctx.Done():
-			return false
+		more := f.landed
+		if msg.err != nil {
+			more = nil
+		}
+		for {
+			select {
+			case ch <- msg:
+				return true
+			case sl := <-more:
+				f.land(sl)
+				f.fill(ctx, &running)
+			case <-ctx.Done():
+				return false
+			}
 		}
 	}
 	if err := f.refreshLeader(ctx); err != nil {

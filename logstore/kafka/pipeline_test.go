@@ -220,6 +220,81 @@ func TestLandedFetchFreesItsConnection(t *testing.T) {
 	require.True(t, held.Load())
 }
 
+// TestFetcherFetchesWhileTheReaderIsBusy: while the reader is busy (here
+// its read's consumer holds the first entries and does not ask for more),
+// the fetcher goes on landing responses and starting the fetches behind
+// them until the pass's limits stop it (twice as many started fetches as
+// connections waiting for the reader), instead of waiting, with every
+// connection idle, until the reader takes the next response (before, it
+// sent no fetch after the two in flight when its hand-over blocked: six in
+// all here, against eight). Region 1's ranges lie 3 MB apart, so that the
+// plan stays indexed. (kfake only: it counts the fetches.)
+func TestFetcherFetchesWhileTheReaderIsBusy(t *testing.T) {
+	t.Parallel()
+	if testutil.RealBrokers() != nil {
+		t.Skip("counts fetches in kfake")
+	}
+	c := testutil.NewCluster(t)
+	// One lane: two fetch connections (the lane's and the admin client's).
+	s := openStore(t, c.ListenAddrs(), func(c *kafka.Config) { c.ProduceLanes = 1 })
+	topic := newTopic(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 7))
+	const runs = 12
+	data := payload(rng, 64<<10)
+	for range runs {
+		var es []logstore.Entry
+		for range 5 {
+			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: data})
+		}
+		_, err := s.AppendBatch(ctx, es)
+		require.NoError(t, err)
+		for range 3 {
+			es = es[:0]
+			for range 16 {
+				es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: data})
+			}
+			_, err = s.AppendBatch(ctx, es)
+			require.NoError(t, err)
+		}
+	}
+
+	const want = 8 // 2 handed to the reader and one waiting, one being handed, 4 started behind it
+	var (
+		fetches  atomic.Int32
+		resumed  atomic.Bool // the consumer asked for more
+		enough   = make(chan struct{})
+		reached atomic.Bool // the want-th fetch came before the consumer resumed
+	)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		// The cluster is this test's, and the store's warming fetches were
+		// sent at Open: every fetch now is the read's.
+		if len(req.(*kmsg.FetchRequest).Topics) > 0 && fetches.Add(1) == want && !resumed.Load() {
+			reached.Store(true)
+			close(enough)
+		}
+		return nil, nil, false
+	})
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got int
+	var atResume int32
+	for _, err := range s.ReadWith(readCtx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{}) {
+		require.NoError(t, err)
+		if got++; got == 1 {
+			select { // hold the first entry: the reader's hand-overs back up
+			case <-enough:
+			case <-time.After(5 * time.Second):
+			}
+			atResume = fetches.Load()
+			resumed.Store(true)
+		}
+	}
+	require.Equal(t, 5*runs, got)
+	require.True(t, reached.Load(), "while the consumer held its first entry the broker saw %d fetches, not %d: the fetcher stopped when its hand-over to the reader blocked", atResume, want)
+}
+
 // TestReadBoundsAskTheLeaderOnly: a read of a topic whose leader the store
 // knows (Open's warming, or an earlier read) looks its log bounds up with
 // ListOffsets sent to the leader, and no metadata request in its way, even
