@@ -261,9 +261,9 @@ func TestFetcherFetchesWhileTheReaderIsBusy(t *testing.T) {
 
 	const want = 8 // 2 handed to the reader and one waiting, one being handed, 4 started behind it
 	var (
-		fetches  atomic.Int32
-		resumed  atomic.Bool // the consumer asked for more
-		enough   = make(chan struct{})
+		fetches atomic.Int32
+		resumed atomic.Bool // the consumer asked for more
+		enough  = make(chan struct{})
 		reached atomic.Bool // the want-th fetch came before the consumer resumed
 	)
 	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
