@@ -158,27 +158,8 @@ func TestLandedFetchFreesItsConnection(t *testing.T) {
 	s := openStore(t, brokers, func(c *kafka.Config) { c.ProduceLanes = 1 })
 	topic := newTopic(t)
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(6, 6))
 	const runs = 6
-	data := payload(rng, 64<<10)
-	for run := range runs {
-		var es []logstore.Entry
-		for range 5 {
-			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: data})
-		}
-		_, err := s.AppendBatch(ctx, es)
-		require.NoError(t, err)
-		if run < runs-1 {
-			for range 3 {
-				es = es[:0]
-				for range 16 {
-					es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: data})
-				}
-				_, err = s.AppendBatch(ctx, es)
-				require.NoError(t, err)
-			}
-		}
-	}
+	appendSpacedRuns(t, s, topic, runs, payload(rand.New(rand.NewPCG(6, 6)), 64<<10))
 
 	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -239,25 +220,8 @@ func TestFetcherFetchesWhileTheReaderIsBusy(t *testing.T) {
 	s := openStore(t, c.ListenAddrs(), func(c *kafka.Config) { c.ProduceLanes = 1 })
 	topic := newTopic(t)
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(7, 7))
 	const runs = 12
-	data := payload(rng, 64<<10)
-	for range runs {
-		var es []logstore.Entry
-		for range 5 {
-			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: data})
-		}
-		_, err := s.AppendBatch(ctx, es)
-		require.NoError(t, err)
-		for range 3 {
-			es = es[:0]
-			for range 16 {
-				es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: data})
-			}
-			_, err = s.AppendBatch(ctx, es)
-			require.NoError(t, err)
-		}
-	}
+	appendSpacedRuns(t, s, topic, runs, payload(rand.New(rand.NewPCG(7, 7)), 64<<10))
 
 	const want = 8 // 2 handed to the reader and one waiting, one being handed, 4 started behind it
 	var (
@@ -293,6 +257,33 @@ func TestFetcherFetchesWhileTheReaderIsBusy(t *testing.T) {
 	}
 	require.Equal(t, 5*runs, got)
 	require.True(t, reached.Load(), "while the consumer held its first entry the broker saw %d fetches, not %d: the fetcher stopped when its hand-over to the reader blocked", atResume, want)
+}
+
+// appendSpacedRuns writes runs runs of 5 entries of region 1, each of data,
+// with 48 entries of region 2 between two runs (3 MB for 64 KiB entries):
+// far enough apart that a plan of region 1 stays indexed.
+func appendSpacedRuns(t *testing.T, s *kafka.LogStore, topic string, runs int, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	for run := range runs {
+		var es []logstore.Entry
+		for range 5 {
+			es = append(es, logstore.Entry{Namespace: topic, Region: 1, Data: data})
+		}
+		_, err := s.AppendBatch(ctx, es)
+		require.NoError(t, err)
+		if run == runs-1 {
+			break
+		}
+		for range 3 {
+			es = es[:0]
+			for range 16 {
+				es = append(es, logstore.Entry{Namespace: topic, Region: 2, Data: data})
+			}
+			_, err = s.AppendBatch(ctx, es)
+			require.NoError(t, err)
+		}
+	}
 }
 
 // TestReadBoundsAskTheLeaderOnly: a read of a topic whose leader the store
