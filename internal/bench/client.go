@@ -73,25 +73,9 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 	l := Layout{PerRegion: map[uint64]RegionLayout{}}
 	var regionsSum int64
 	for off := max(so.Offset, 0); off < eo.Offset; {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 100, 1, 16<<20, -1
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic, t.TopicID = topic, td[topic].ID
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.FetchOffset, p.PartitionMaxBytes, p.LogStartOffset, p.CurrentLeaderEpoch = off, 16<<20, -1, -1
-		t.Partitions = []kmsg.FetchRequestTopicPartition{p}
-		req.Topics = []kmsg.FetchRequestTopic{t}
-		kr, err := cl.Broker(int(leader)).Request(ctx, req)
+		rp, err := fetchAt(ctx, cl, leader, topic, td[topic].ID, off, 16<<20)
 		if err != nil {
 			return l, err
-		}
-		resp := kr.(*kmsg.FetchResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return l, fmt.Errorf("bench: fetch %s at %d: malformed response (error %v)", topic, off, kerr.ErrorForCode(resp.ErrorCode))
-		}
-		rp := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-			return l, fmt.Errorf("bench: fetch %s at %d: %w", topic, off, err)
 		}
 		raw := rp.RecordBatches
 		progressed := false
@@ -101,7 +85,7 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 			if n > len(raw) {
 				break // a partial batch at the end of the response
 			}
-			one := rp
+			one := *rp
 			one.RecordBatches = raw[:n]
 			raw = raw[n:]
 			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: off, Topic: topic}, &one, kgo.DefaultDecompressor(), nil)
@@ -152,4 +136,31 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 		l.MaxSelectivity = max(l.MaxSelectivity, s)
 	}
 	return l, nil
+}
+
+// fetchAt sends one fetch request for topic's partition 0 at off, up to
+// maxBytes, to leader, and returns the partition's part of the response
+// (an error for a malformed response or a partition error).
+func fetchAt(ctx context.Context, cl *kgo.Client, leader int32, topic string, id [16]byte, off int64, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 100, 1, maxBytes, -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = topic, id
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.FetchOffset, p.PartitionMaxBytes, p.LogStartOffset, p.CurrentLeaderEpoch = off, maxBytes, -1, -1
+	t.Partitions = []kmsg.FetchRequestTopicPartition{p}
+	req.Topics = []kmsg.FetchRequestTopic{t}
+	kr, err := cl.Broker(int(leader)).Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("bench: fetch %s at %d: %w", topic, off, err)
+	}
+	resp := kr.(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, fmt.Errorf("bench: fetch %s at %d: malformed response (error %v)", topic, off, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	rp := &resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("bench: fetch %s at %d: %w", topic, off, err)
+	}
+	return rp, nil
 }

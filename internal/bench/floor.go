@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The broker's floors of the recovery benchmark: the batches a replay
@@ -177,27 +175,10 @@ func FetchFloor(ctx context.Context, ranges []OffsetRange, conns int, opts ...kg
 		}
 	}
 	fetch := func(cl *kgo.Client, r OffsetRange) (int64, error) {
-		topic, leader, id := r.Topic, td[r.Topic].Partitions[0].Leader, td[r.Topic].ID
-		maxBytes := int32(min(max(r.Bytes, 1), 1<<30)) // the broker returns whole batches up to it: exactly the range
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 500, 1, maxBytes, -1
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic, t.TopicID = topic, id
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.FetchOffset, p.PartitionMaxBytes, p.LogStartOffset, p.CurrentLeaderEpoch = r.Start, maxBytes, -1, -1
-		t.Partitions = []kmsg.FetchRequestTopicPartition{p}
-		req.Topics = []kmsg.FetchRequestTopic{t}
-		kr, err := cl.Broker(int(leader)).Request(ctx, req)
+		// The broker returns whole batches up to the limit: exactly the range.
+		rp, err := fetchAt(ctx, cl, td[r.Topic].Partitions[0].Leader, r.Topic, td[r.Topic].ID, r.Start, int32(min(max(r.Bytes, 1), 1<<30)))
 		if err != nil {
-			return 0, fmt.Errorf("bench: floor: fetch %s at %d: %w", topic, r.Start, err)
-		}
-		resp := kr.(*kmsg.FetchResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return 0, fmt.Errorf("bench: floor: fetch %s at %d: malformed response (error %v)", topic, r.Start, kerr.ErrorForCode(resp.ErrorCode))
-		}
-		rp := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-			return 0, fmt.Errorf("bench: floor: fetch %s at %d: %w", topic, r.Start, err)
+			return 0, fmt.Errorf("bench: floor: %w", err)
 		}
 		return int64(len(rp.RecordBatches)), nil
 	}
