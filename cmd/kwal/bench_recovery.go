@@ -17,7 +17,6 @@ func (b *benchRun) measureRecovery(ctx context.Context) error {
 	kt := b.rounds[0].kwal
 	cfg := kafka.DefaultConfig()
 	b.storeConfig(&cfg)
-	conns := cfg.ProduceLanes + 1 // the store fetches on its lanes' connections and one more
 	b.phase("recovery: %d region(s) in %d topic(s), every phase on a store reopened with its index dir…", b.w.Regions, len(kt))
 	rec, err := bench.MeasureRecovery(ctx, bench.RecoveryConfig{
 		Open:    func(ctx context.Context) (*kafka.LogStore, error) { return b.s.openStore(ctx, b.storeConfig) },
@@ -32,9 +31,9 @@ func (b *benchRun) measureRecovery(ctx context.Context) error {
 			return bench.RawConsumeWith(ctx, t, kafka.DefaultConfig().FetchMaxBytes, b.copts...)
 		},
 		Floor: func(ctx context.Context, ranges []bench.OffsetRange) (bench.FloorResult, error) {
-			return bench.FetchFloor(ctx, ranges, conns, b.copts...)
+			return bench.FetchFloor(ctx, ranges, cfg.FetchConnections(), b.copts...)
 		},
-		FloorChunk: max(int64(cfg.FetchMaxBytes)/int64(conns), int64(cfg.MaxBatchBytes)),
+		FloorChunk: cfg.FetchChunkBytes(),
 	})
 	if err != nil {
 		return err

@@ -80,27 +80,22 @@ func (l Layout) runs(topic string, want func(BatchSpan) bool, budget, chunk int6
 		}
 	}
 	if budget > 0 && len(rs) > 1 {
-		bytes := func(first, last int) int64 {
-			var n int64
-			for _, b := range l.Spans[first : last+1] {
-				n += b.Bytes
-			}
-			return n
-		}
-		gaps := make([]int, len(rs)-1) // gap k lies between rs[k] and rs[k+1]
+		gapBytes := make([]int64, len(rs)-1) // gap k lies between rs[k] and rs[k+1]
+		gaps := make([]int, len(rs)-1)
 		for k := range gaps {
 			gaps[k] = k
+			for _, b := range l.Spans[rs[k].last+1 : rs[k+1].first] {
+				gapBytes[k] += b.Bytes
+			}
 		}
-		gapBytes := func(k int) int64 { return bytes(rs[k].last+1, rs[k+1].first-1) }
-		slices.SortStableFunc(gaps, func(a, b int) int { return cmp.Compare(gapBytes(a), gapBytes(b)) })
+		slices.SortStableFunc(gaps, func(a, b int) int { return cmp.Compare(gapBytes[a], gapBytes[b]) })
 		merge := make([]bool, len(rs)-1)
 		for _, k := range gaps {
-			if g := gapBytes(k); g <= budget {
-				budget -= g
-				merge[k] = true
-			} else {
+			if gapBytes[k] > budget {
 				break
 			}
+			budget -= gapBytes[k]
+			merge[k] = true
 		}
 		merged := rs[:1]
 		for k, m := range merge {
@@ -137,9 +132,9 @@ type FloorResult struct {
 
 // FetchFloor fetches each range (of its topic's partition 0) once over conns
 // plain franz-go clients and times the fetches alone: the clients are
-// created, and each connection to the leader is opened and used once,
-// before the clock starts. A response that holds fewer bytes than its range
-// is an error (the floor would be too low).
+// created, and each one's connection to every leader of the ranges is
+// opened and used once, before the clock starts. A response that holds
+// fewer bytes than its range is an error (the floor would be too low).
 func FetchFloor(ctx context.Context, ranges []OffsetRange, conns int, opts ...kgo.Opt) (FloorResult, error) {
 	var res FloorResult
 	if len(ranges) == 0 {
@@ -182,13 +177,25 @@ func FetchFloor(ctx context.Context, ranges []OffsetRange, conns int, opts ...kg
 		}
 		return int64(len(rp.RecordBatches)), nil
 	}
-	// Warm every connection: dial, API versions and one fetch each.
+	// Warm every connection: dial, API versions and one fetch of one batch
+	// on each client for each leader.
+	var warm []OffsetRange
+	leaders := map[int32]bool{}
+	for _, r := range ranges {
+		if leader := td[r.Topic].Partitions[0].Leader; !leaders[leader] {
+			leaders[leader] = true
+			warm = append(warm, OffsetRange{Topic: r.Topic, Start: r.Start, End: r.Start + 1, Bytes: 1})
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, conns)
 	for i, cl := range clients {
 		wg.Go(func() {
-			first := ranges[0]
-			_, errs[i] = fetch(cl, OffsetRange{Topic: first.Topic, Start: first.Start, End: first.Start + 1, Bytes: 1})
+			for _, r := range warm {
+				if _, errs[i] = fetch(cl, r); errs[i] != nil {
+					return
+				}
+			}
 		})
 	}
 	wg.Wait()

@@ -87,8 +87,8 @@ type Recovery struct {
 	// needed batches with the smallest gaps between them merged up to 1.2x
 	// the needed bytes (the fewest fetches within the issue's byte bound),
 	// ScanFloor every batch, each in chunks of FloorChunk; and (b)'s floor
-	// against kwal's topic scan and against the scan floor. Above 1.3x, no
-	// reader meets both (b) targets on this broker.
+	// against kwal's topic scan and against the scan floor. Above 1, a plan
+	// within the byte bound costs the broker more than scanning.
 	ConcurrentFloor            *RecoveryRead `json:"concurrent_floor,omitempty"`
 	ScanFloor                  *RecoveryRead `json:"scan_floor,omitempty"`
 	ConcurrentFloorVsScan      float64       `json:"concurrent_floor_vs_scan,omitempty"`

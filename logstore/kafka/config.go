@@ -269,6 +269,18 @@ func (c Config) ReadMemoryBound() int64 {
 	return 4*int64(c.FetchMaxBytes) + c.ReadHoldBytes
 }
 
+// FetchConnections is how many fetches a read keeps on the wire at most:
+// one on each produce lane's client and one on the admin client, each its
+// own connection to the leader.
+func (c Config) FetchConnections() int { return c.ProduceLanes + 1 }
+
+// FetchChunkBytes is the most a read asks of one fetch where a planned
+// range or a stretch read whole is longer: FetchMaxBytes spread over the
+// fetch connections, and at least one record batch.
+func (c Config) FetchChunkBytes() int64 {
+	return max(int64(c.FetchMaxBytes)/int64(c.FetchConnections()), int64(c.MaxBatchBytes))
+}
+
 // Validate checks every field and reports every invalid one: the error
 // joins (errors.Join) one error per bad field, each naming the field
 // ("kafka config: Field: why"), in the order the fields are declared.

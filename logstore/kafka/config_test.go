@@ -36,3 +36,17 @@ func TestConfigStringNamesEveryField(t *testing.T) {
 		require.Contains(t, " "+zero.String(), " "+name+"=nil")
 	}
 }
+
+// TestFetchChunkBytes: a read's fetch connections are its lanes' and the
+// admin client's, and a chunk is FetchMaxBytes spread over them, never less
+// than a batch (the benchmark's floors size their fetches with the same
+// methods the fetcher does).
+func TestFetchChunkBytes(t *testing.T) {
+	c := kafka.DefaultConfig()
+	require.Equal(t, c.ProduceLanes+1, c.FetchConnections())
+	c.ProduceLanes, c.FetchMaxBytes, c.MaxBatchBytes = 3, 64<<20, 1<<20
+	require.Equal(t, 4, c.FetchConnections())
+	require.EqualValues(t, 16<<20, c.FetchChunkBytes())
+	c.ProduceLanes = 255
+	require.EqualValues(t, 1<<20, c.FetchChunkBytes(), "at least one batch")
+}

@@ -155,13 +155,11 @@ func (f *fetcher) mode(rg index.Range) string {
 }
 
 // conns is how many fetches may be in flight: one per store connection.
-func (f *fetcher) conns() int { return len(f.s.laneClients) + 1 }
+func (f *fetcher) conns() int { return f.s.cfg.FetchConnections() }
 
 // target is a chunk's size in bytes: the read's byte budget spread over
 // the connections, and at least one record batch.
-func (f *fetcher) target() float64 {
-	return float64(max(int64(f.s.cfg.FetchMaxBytes)/int64(f.conns()), int64(f.s.cfg.MaxBatchBytes)))
-}
+func (f *fetcher) target() float64 { return float64(f.s.cfg.FetchChunkBytes()) }
 
 // limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
 // little above it, so that the broker's whole batches reach the chunk's

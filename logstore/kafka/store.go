@@ -195,7 +195,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
 		Metrics: s.metrics.worker, Logger: cfg.Logger,
 	})
-	s.fetchWarm = make([]atomic.Bool, len(s.laneClients)+1)
+	s.fetchWarm = make([]atomic.Bool, cfg.FetchConnections())
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {

@@ -23,7 +23,7 @@ import (
 // time a client fetches: that fetch may open its connection, so its time
 // does not price a fetch.
 func (s *LogStore) fetchClient(i int) (cl *kgo.Client, warm bool) {
-	n := len(s.laneClients) + 1
+	n := s.cfg.FetchConnections()
 	k := i % n
 	warm = s.fetchWarm[k].Swap(true)
 	if k < len(s.laneClients) {
