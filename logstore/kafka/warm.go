@@ -122,13 +122,14 @@ func (s *LogStore) warmReads(ctx context.Context) {
 					// Priced as the reads' fetches are: its share of the
 					// broker's time with the other clients' samples
 					// (see fetcher.run).
-					shared := s.fetchesOnWire.Add(1)
+					const w = int64(priorLatency) // empty fetches weigh alike
+					shared := s.weightOnWire.Add(w)
 					began := time.Now()
 					_, err := cl.Broker(int(leader)).Request(ctx, newFetchRequest(0, 0, 1))
 					took := time.Since(began)
-					end := s.fetchesOnWire.Add(-1) + 1
+					end := s.weightOnWire.Add(-w) + w
 					if err == nil {
-						s.models.sampleLatency(shareOf(took, int(shared), int(end)))
+						s.models.sampleLatency(shareOf(took, w, shared, end))
 					}
 				}
 			}
