@@ -17,8 +17,8 @@ import (
 // elsewhere (see stretches).
 //
 // A fetch costs latency + bytes/rate, measured as its share of the time:
-// what it took, split among the store's fetches on the wire while it ran
-// by what each was estimated to cost (see shareOf), so the costs of a
+// what it took divided by the store's fetches on the wire when it started
+// (fetches that overlap split the time they ran), so the costs of a
 // plan's fetches add up to about the time the plan takes however many run
 // at once, and two ways to fetch the same records compare by that sum.
 //
@@ -70,33 +70,15 @@ func newCostModel() costModel {
 	return costModel{latency: priorLatency.Seconds(), rate: priorRate}
 }
 
-// shareOf is a fetch's share of the time it took: took times its weight
-// (own: what the fetch was estimated to cost when it started, see
-// costModel.weight) over the weight of the fetches on the wire while it
-// ran, taken as the mean of their sum when it started and when it landed
-// (itself included in both). Fetches of equal weight split the time
-// equally.
-//
-// The sum at its start alone overcharges the first fetches of a burst:
-// they start nearly alone and land behind everything started after them
-// (measured at 1,000 regions over 64 topics on the local Kafka broker: a
-// learned latency of 3.6 ms a fetch, where the pass took 108 ms for 105
-// fetches). Counting fetches instead of weighing them overcharged the
-// small ones: a 21 KB fetch on the wire beside 1 MB chunks waited 8–17 ms
-// behind their bytes and was charged as much as each of them (measured on
-// the local Kafka broker, 64 concurrent replays: the learned latency went
-// from 0.2 to 0.9 ms in the middle of the pass, and every plan cut after
-// that priced a fetch per range out and scanned the rest).
-func shareOf(took time.Duration, own, atStart, atEnd int64) time.Duration {
-	own = max(own, 1)
-	return time.Duration(float64(took) * 2 * float64(own) / float64(max(atStart, own)+max(atEnd, own)))
-}
-
-// weight is what a fetch of about n bytes costs by the model, in
-// nanoseconds of connection time (at least 1): the weight shareOf divides
-// the time of the fetches on the wire by.
-func (m *costModel) weight(n float64) int64 {
-	return max(int64((m.latency+n/m.rate)*float64(time.Second)), 1)
+// shareOf is a fetch's share of the time it took: took divided by the
+// fetches on the wire while it ran, taken as the mean of their count when
+// it started and when it landed (itself included in both). The count at
+// its start alone overcharges the first fetches of a burst: they start
+// nearly alone and land behind everything started after them (measured at
+// 1,000 regions over 64 topics on the local Kafka broker: a learned
+// latency of 3.6 ms a fetch, where the pass took 108 ms for 105 fetches).
+func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
+	return time.Duration(float64(took) * 2 / float64(max(atStart, 1)+max(atEnd, 1)))
 }
 
 // known reports whether the model can size fetches (it has seen bytes).

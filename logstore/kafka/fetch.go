@@ -127,11 +127,10 @@ type slot struct {
 	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
 	maxBytes int32
 	started  bool
-	// weight is what the fetch was estimated to cost when it started;
-	// shared and sharedEnd the weight of the store's fetches on the wire
-	// when it started and when it landed, itself included (see shareOf).
-	weight, shared, sharedEnd int64
-	conn                      int // the store connection it went on
+	// shared and sharedEnd are the store's fetches on the wire when it
+	// started and when it landed, itself included (see shareOf).
+	shared, sharedEnd int
+	conn              int // the store connection it went on
 	// res is the response, set by the fetch goroutine before it sends the
 	// slot on landed; the fetcher reads it once it took the slot from
 	// there (isLanded).
@@ -270,7 +269,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			// others (this pass's or other passes') took their time
 			// too: its own cost is its share.
 			own := f.model.known() && !f.model.seeded
-			f.model.learn(shareOf(res.took, head.weight, head.shared, head.sharedEnd), res.bytes, res.next-res.base, res.warm)
+			f.model.learn(shareOf(res.took, head.shared, head.sharedEnd), res.bytes, res.next-res.base, res.warm)
 			if !own {
 				f.s.models.measured(f.topic, f.model.perOff)
 			}
@@ -374,12 +373,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 	f.busy[k]++
 	f.inflight++
 	f.onWire++
-	est := 0.0 // a probe's bytes are unknown: it weighs a latency
-	if f.model.known() {
-		est = min(float64(sl.maxBytes), f.model.bytes(sl.rg.End-sl.off))
-	}
-	sl.weight = f.model.weight(est)
-	sl.shared = f.s.weightOnWire.Add(sl.weight)
+	sl.shared = int(f.s.fetchesOnWire.Add(1))
 	sl.charged = int64(sl.maxBytes)
 	f.inBytes += sl.charged
 	cl, warm := f.s.fetchClient(k)
@@ -390,7 +384,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, sl *slot) 
 		fctx, cancel := context.WithTimeout(ctx, f.s.cfg.RequestTimeout)
 		defer cancel()
 		res := f.fetchOnce(fctx, cl, leader, id, sl.off, sl.maxBytes, mode)
-		sl.sharedEnd = f.s.weightOnWire.Add(-sl.weight) + sl.weight
+		sl.sharedEnd = int(f.s.fetchesOnWire.Add(-1)) + 1
 		res.warm = warm
 		sl.res = res
 		select {

@@ -77,12 +77,11 @@ type LogStore struct {
 	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
 	// once already.
 	fetchWarm []atomic.Bool
-	// weightOnWire weighs the reads' fetches on the wire, all passes
-	// together, each by what it was estimated to cost (costModel.weight):
-	// a fetch that shared the broker with others is priced at its share
-	// of the time (fetcher.run), and the passes of other topics share it
-	// too.
-	weightOnWire atomic.Int64
+	// fetchesOnWire counts the reads' fetches on the wire, all passes
+	// together: a fetch that shared the broker with others is priced at
+	// its share of the time (fetcher.run), and the passes of other topics
+	// share it too.
+	fetchesOnWire atomic.Int64
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}

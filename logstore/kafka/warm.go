@@ -122,14 +122,13 @@ func (s *LogStore) warmReads(ctx context.Context) {
 					// Priced as the reads' fetches are: its share of the
 					// broker's time with the other clients' samples
 					// (see fetcher.run).
-					const w = int64(priorLatency) // empty fetches weigh alike
-					shared := s.weightOnWire.Add(w)
+					shared := s.fetchesOnWire.Add(1)
 					began := time.Now()
 					_, err := cl.Broker(int(leader)).Request(ctx, newFetchRequest(0, 0, 1))
 					took := time.Since(began)
-					end := s.weightOnWire.Add(-w) + w
+					end := s.fetchesOnWire.Add(-1) + 1
 					if err == nil {
-						s.models.sampleLatency(shareOf(took, w, shared, end))
+						s.models.sampleLatency(shareOf(took, int(shared), int(end)))
 					}
 				}
 			}
