@@ -61,6 +61,7 @@ type pending struct {
 	first int64
 	last  int64
 	data  []byte
+	crc   uint32 // CRC-32C of data, combined from its parts' (crc.go)
 }
 
 type done struct {
@@ -137,7 +138,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		}
 		hdr := p.Header
 		hdr.Seq = 1
-		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size)}
+		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), crc: p.DataCRC()}
 		a.openBytes += int64(len(p.Data))
 		return st, nil
 	}
@@ -171,6 +172,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
 	}
 	pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
+	pe.crc = combine(pe.crc, p.DataCRC(), len(p.Data))
 	a.openBytes += int64(len(p.Data))
 	pe.last = offset
 	pe.hdr.Seq++
@@ -184,7 +186,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
 			ErrMalformed, p.Region, pe.first, offset, len(pe.data), pe.hdr.Size)
 	}
-	if c := Checksum(pe.data); c != pe.hdr.EntryCRC {
+	if c := pe.crc; c != pe.hdr.EntryCRC {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d: CRC %08x, computed %08x",
 			ErrChecksum, p.Region, pe.first, offset, pe.hdr.EntryCRC, c)
 	}

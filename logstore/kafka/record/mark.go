@@ -61,7 +61,8 @@ const maxMarkRegions = 1 << 24
 // ascending, every Before > 0, From <= Point for a prune mark.
 func MarkPart(m Mark) Part {
 	data := appendMark(nil, m)
-	return Part{Header: Header{Kind: KindMark, Size: uint32(len(data)), EntryCRC: Checksum(data)}, Data: data}
+	c := sum(data)
+	return Part{Header: Header{Kind: KindMark, Size: uint32(len(data)), EntryCRC: c.crc}, Data: data, crc: c}
 }
 
 func appendMark(dst []byte, m Mark) []byte {

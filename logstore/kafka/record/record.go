@@ -50,6 +50,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"unsafe"
 )
 
 // Version is the record format version this package writes.
@@ -130,10 +131,39 @@ type Header struct {
 	EntryCRC uint32 // CRC-32C of the whole entry's data
 }
 
-// Part is one record's worth of an entry: its header and its data.
+// Part is one record's worth of an entry: its header and its data. A part
+// from Split or Decode remembers its data's CRC-32C; Key and AppendKey
+// combine the record CRC from it, so the bytes of Data must not change in
+// place before the part is encoded (Split's data must not change until
+// its parts are written anyway). Data set to another slice is summed anew.
 type Part struct {
 	Header
 	Data []byte
+	// crc is CRC-32C of Data as Split or Decode set it (crcOf): the
+	// record's and the entry's CRCs are combined from it rather than
+	// summed over Data again (crc.go). It counts only while Data is the
+	// slice it was summed over: a caller may put other data in a part.
+	crc crcOf
+}
+
+// crcOf is the CRC-32C of one slice, known by its start and length.
+type crcOf struct {
+	ptr *byte
+	n   int
+	crc uint32
+}
+
+func sum(data []byte) crcOf {
+	return crcOf{ptr: unsafe.SliceData(data), n: len(data), crc: Checksum(data)}
+}
+
+// DataCRC returns CRC-32C of p.Data, summed only if Split or Decode did not
+// sum it already.
+func (p *Part) DataCRC() uint32 {
+	if p.crc.ptr == unsafe.SliceData(p.Data) && p.crc.n == len(p.Data) {
+		return p.crc.crc
+	}
+	return Checksum(p.Data)
 }
 
 // Key encodes the part's key (KeySize bytes), including the record CRC over
@@ -161,8 +191,7 @@ func (p *Part) putKey(key []byte) {
 	binary.BigEndian.PutUint32(key[12:16], p.Seq)
 	binary.BigEndian.PutUint32(key[16:20], p.Size)
 	binary.BigEndian.PutUint32(key[20:24], p.EntryCRC)
-	crc := crc32.Update(crc32.Checksum(key[:24], castagnoli), castagnoli, p.Data)
-	binary.BigEndian.PutUint32(key[24:28], crc)
+	binary.BigEndian.PutUint32(key[24:28], recordCRC(key, p.DataCRC(), len(p.Data)))
 }
 
 // MaxPartSize returns the largest part a batch of maxBatchBytes can carry.
@@ -178,13 +207,16 @@ func Split(region uint64, data []byte, maxBatchBytes int) ([]Part, error) {
 	if uint64(len(data)) > MaxEntrySize {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), uint64(MaxEntrySize))
 	}
-	h := Header{Kind: KindWhole, Region: region, Size: uint32(len(data)), EntryCRC: Checksum(data)}
 	max := MaxPartSize(maxBatchBytes)
 	if len(data) <= max {
-		return []Part{{Header: h, Data: data}}, nil
+		c := sum(data)
+		h := Header{Kind: KindWhole, Region: region, Size: uint32(len(data)), EntryCRC: c.crc}
+		return []Part{{Header: h, Data: data, crc: c}}, nil
 	}
+	h := Header{Region: region, Size: uint32(len(data))}
 	n := (len(data) + max - 1) / max
 	parts := make([]Part, n)
+	var entry uint32 // the entry's CRC, combined from its parts'
 	for i := range n {
 		lo, hi := i*max, min((i+1)*max, len(data))
 		h.Seq = uint32(i)
@@ -196,7 +228,16 @@ func Split(region uint64, data []byte, maxBatchBytes int) ([]Part, error) {
 		default:
 			h.Kind = KindMiddle
 		}
-		parts[i] = Part{Header: h, Data: data[lo:hi:hi]}
+		c := sum(data[lo:hi:hi])
+		parts[i] = Part{Header: h, Data: data[lo:hi:hi], crc: c}
+		if i == 0 {
+			entry = c.crc
+		} else {
+			entry = combine(entry, c.crc, hi-lo)
+		}
+	}
+	for i := range parts {
+		parts[i].EntryCRC = entry
 	}
 	return parts, nil
 }
@@ -225,8 +266,8 @@ func Decode(key, value []byte) (Part, error) {
 		return Part{}, fmt.Errorf("%w: key of %d bytes, version %d keys are %d", ErrMalformed, len(key), Version, KeySize)
 	}
 	want := binary.BigEndian.Uint32(key[24:28])
-	got := crc32.Update(crc32.Checksum(key[:24], castagnoli), castagnoli, value)
-	if got != want {
+	c := sum(value)
+	if got := recordCRC(key, c.crc, len(value)); got != want {
 		return Part{}, fmt.Errorf("%w: record CRC %08x, computed %08x", ErrChecksum, want, got)
 	}
 	p := Part{
@@ -238,6 +279,7 @@ func Decode(key, value []byte) (Part, error) {
 			EntryCRC: binary.BigEndian.Uint32(key[20:24]),
 		},
 		Data: value,
+		crc:  c,
 	}
 	if err := p.check(); err != nil {
 		return Part{}, err
@@ -256,7 +298,7 @@ func (p *Part) check() error {
 		if uint64(len(p.Data)) != uint64(p.Size) {
 			return fmt.Errorf("%w: whole record of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
-		if Checksum(p.Data) != p.EntryCRC {
+		if p.DataCRC() != p.EntryCRC {
 			return fmt.Errorf("%w: whole record data does not match its entry CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 	case KindFirst:
@@ -278,7 +320,7 @@ func (p *Part) check() error {
 		if uint64(len(p.Data)) != uint64(p.Size) {
 			return fmt.Errorf("%w: mark of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
-		if Checksum(p.Data) != p.EntryCRC {
+		if p.DataCRC() != p.EntryCRC {
 			return fmt.Errorf("%w: mark data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 		if _, err := DecodeMark(p.Data); err != nil {
