@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kwal/kwal/logstore"
 )
@@ -194,21 +190,18 @@ func (s *LogStore) addReadGoroutines(n int) bool {
 // readBoundsOf is offsets for a read's bounds lookup, in one round trip:
 // both ListOffsets requests go at once straight to the partition's leader,
 // known from the reads' metadata cache (which Open's warming fills, see
-// warm.go). offsets (kadm) asks for the topic's metadata before each list,
-// a second round trip in every read's way (measured about 0.6 of a 1.3 ms
-// lookup on the local Kafka broker, a sixth of one region's replay).
+// warm.go), in a pair shared with the lookups of the leader's other topics
+// (listbatch.go). offsets (kadm) asks for the topic's metadata before each
+// list, a second round trip in every read's way (measured about 0.6 of a
+// 1.3 ms lookup on the local Kafka broker, a sixth of one region's replay).
 //
 // Only a clean answer is taken: any failure (a moved leader, a deleted
 // topic, a stale cache) forgets the cached leader and falls back to
 // offsets, whose retries and errors are the reads' as before.
 func (s *LogStore) readBoundsOf(ctx context.Context, topic string) (start, end int64, err error) {
 	if m, err := s.topicMeta(ctx, topic, false); err == nil {
-		began := time.Now()
 		start, end, err := s.listAtLeader(ctx, topic, m.leader)
 		if err == nil {
-			// A round trip with no data: a fetch's latency, for reads
-			// that measured none yet (cost.go).
-			s.models.sampleLatency(time.Since(began))
 			return start, end, nil
 		}
 		// The cache may be stale: the fetches look the leader up again.
@@ -221,54 +214,6 @@ func (s *LogStore) readBoundsOf(ctx context.Context, topic string) (start, end i
 // errNoBounds is a leader's answer that lacks the partition's offset.
 var errNoBounds = errors.New("kwal: list offsets: no offset for the partition")
 
-// listAtLeader asks leader for partition 0's log start and end (the high
-// watermark, as kadm's ListEndOffsets), both requests at once and on two
-// connections: a broker serves one connection's requests one at a time, so
-// on one connection the second waited for the first (measured on the local
-// Kafka broker: 1.1–1.8 ms for the pair, of which the second's wait was
-// 0.6–1.0). The end goes on the admin client's connection, the start on
-// the first produce lane client's (boundsClients); Open's warming opens
-// both (warm.go).
-func (s *LogStore) listAtLeader(ctx context.Context, topic string, leader int32) (start, end int64, err error) {
-	startCl, endCl := s.boundsClients()
-	var g errgroup.Group
-	g.Go(func() (err error) { start, err = listOffset(ctx, startCl, topic, leader, -2); return err }) // earliest: the log start
-	g.Go(func() (err error) { end, err = listOffset(ctx, endCl, topic, leader, -1); return err })     // latest: the high watermark
-	if err := g.Wait(); err != nil {
-		return 0, 0, err
-	}
-	return start, end, nil
-}
-
 // boundsClients are the clients whose connections carry a bounds lookup's
-// two requests (see listAtLeader): two clients, two connections.
+// two requests (see listPair): two clients, two connections.
 func (s *LogStore) boundsClients() (startCl, endCl *kgo.Client) { return s.laneClients[0], s.admin }
-
-// listOffset asks leader, through cl, for partition 0's offset at
-// timestamp ts (-2 the log start, -1 the high watermark).
-func listOffset(ctx context.Context, cl *kgo.Client, topic string, leader int32, ts int64) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	t := kmsg.NewListOffsetsRequestTopic()
-	t.Topic = topic
-	p := kmsg.NewListOffsetsRequestTopicPartition()
-	p.Partition, p.CurrentLeaderEpoch, p.Timestamp = partition, -1, ts
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
-	if err != nil {
-		return 0, err
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rt.Topic != topic || rp.Partition != partition {
-				continue
-			}
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return 0, err
-			}
-			return rp.Offset, nil
-		}
-	}
-	return 0, errNoBounds
-}

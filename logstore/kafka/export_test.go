@@ -90,3 +90,18 @@ func SetCostModel(s *LogStore, latency time.Duration, bytesPerSec float64) {
 	s.models.m = costModel{latency: latency.Seconds(), rate: bytesPerSec, nLatency: 1, nRate: 1}
 	s.models.ok = true
 }
+
+// GatheringListTopics counts the topics whose bounds lookups wait for the
+// next ListOffsets pair of their leader (listbatch.go).
+func GatheringListTopics(s *LogStore) int {
+	lb := &s.listBatches
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	n := 0
+	for _, l := range lb.leaders {
+		if l.next != nil {
+			n += len(l.next.topics)
+		}
+	}
+	return n
+}

@@ -64,13 +64,14 @@ type LogStore struct {
 	stopReads context.CancelFunc
 	gate      indexGate // orders reads' index updates with DeleteNamespace and Close
 
-	passMu     sync.Mutex
-	passes     map[string][]*pass // running passes that take joining reads, per topic
-	passSeq    uint64
-	passWG     sync.WaitGroup // the passes' goroutines and the bounds lookups
-	readBounds readBounds
-	joinHook   func()     // tests: called when a read joins a running pass
-	models     modelStore // the last read's cost model, where the next starts
+	passMu      sync.Mutex
+	passes      map[string][]*pass // running passes that take joining reads, per topic
+	passSeq     uint64
+	passWG      sync.WaitGroup // the passes' goroutines and the bounds lookups
+	readBounds  readBounds
+	listBatches listBatches
+	joinHook    func()     // tests: called when a read joins a running pass
+	models      modelStore // the last read's cost model, where the next starts
 	// scanReportHook (tests) is called before a read hands what it
 	// scanned to the index, through the gate.
 	scanReportHook func(topic string)
