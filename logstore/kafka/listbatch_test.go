@@ -63,6 +63,29 @@ func readAll(ctx context.Context, s *kafka.LogStore, topics []string) (map[strin
 	return got, errs
 }
 
+// replayHoldingTheFirstPair replays region 1 of every topic at once while
+// the broker holds the first ListOffsets pair (until release closes): it
+// waits until every other topic's lookup waits for the next pair, releases
+// the first, and checks that each replay returned its topic's entries.
+func replayHoldingTheFirstPair(ctx context.Context, t *testing.T, s *kafka.LogStore, topics []string, want map[string][]logstore.EntryID, release chan struct{}) {
+	t.Helper()
+	done := make(chan struct{})
+	var got map[string][]logstore.EntryID
+	var errs map[string]error
+	go func() {
+		defer close(done)
+		got, errs = readAll(ctx, s, topics)
+	}()
+	require.Eventually(t, func() bool { return kafka.GatheringListTopics(s) == len(topics)-1 },
+		20*time.Second, time.Millisecond, "every other topic's lookup waits for the next pair")
+	close(release)
+	<-done
+	for _, topic := range topics {
+		require.NoError(t, errs[topic], topic)
+		require.Equal(t, want[topic], got[topic], topic)
+	}
+}
+
 // TestReadBoundsOfManyTopicsShareAPair: the replays of many topics that
 // start together (a restarted datanode's) look their log bounds up in
 // shared ListOffsets pairs, one request naming every topic, instead of a
@@ -97,21 +120,7 @@ func TestReadBoundsOfManyTopicsShareAPair(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	done := make(chan struct{})
-	var got map[string][]logstore.EntryID
-	var errs map[string]error
-	go func() {
-		defer close(done)
-		got, errs = readAll(ctx, s, topics)
-	}()
-	require.Eventually(t, func() bool { return kafka.GatheringListTopics(s) == n-1 },
-		20*time.Second, time.Millisecond, "every other topic's lookup waits for the next pair")
-	close(release)
-	<-done
-	for _, topic := range topics {
-		require.NoError(t, errs[topic], topic)
-		require.Equal(t, want[topic], got[topic], topic)
-	}
+	replayHoldingTheFirstPair(ctx, t, s, topics, want, release)
 	require.EqualValues(t, 4, lists.Load(), "two pairs: the first topic's, then the other topics' together")
 	require.EqualValues(t, 2*n, named.Load(), "each topic asked for once, its start and its end")
 }
@@ -183,21 +192,7 @@ func TestReadBoundsPairWithOneTopicFailing(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	done := make(chan struct{})
-	var got map[string][]logstore.EntryID
-	var errs map[string]error
-	go func() {
-		defer close(done)
-		got, errs = readAll(ctx, s, topics)
-	}()
-	require.Eventually(t, func() bool { return kafka.GatheringListTopics(s) == n-1 },
-		20*time.Second, time.Millisecond, "every other topic's lookup waits for the next pair")
-	close(release)
-	<-done
-	for _, topic := range topics {
-		require.NoError(t, errs[topic], topic)
-		require.Equal(t, want[topic], got[topic], topic)
-	}
+	replayHoldingTheFirstPair(ctx, t, s, topics, want, release)
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, bad, "a shared pair was sent")
