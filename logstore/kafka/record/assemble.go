@@ -138,7 +138,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		}
 		hdr := p.Header
 		hdr.Seq = 1
-		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), crc: p.DataCRC()}
+		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), crc: p.dataCRC()}
 		a.openBytes += int64(len(p.Data))
 		return st, nil
 	}
@@ -172,7 +172,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
 	}
 	pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
-	pe.crc = combine(pe.crc, p.DataCRC(), len(p.Data))
+	pe.crc = combine(pe.crc, p.dataCRC(), len(p.Data))
 	a.openBytes += int64(len(p.Data))
 	pe.last = offset
 	pe.hdr.Seq++

@@ -38,13 +38,13 @@ func TestCombine(t *testing.T) {
 // and checks summed over that data.
 func TestPartCRCFollowsItsData(t *testing.T) {
 	p := mustSplit(t, 1, []byte("hello, world"), 1<<20)[0]
-	require.Equal(t, Checksum(p.Data), p.DataCRC())
+	require.Equal(t, Checksum(p.Data), p.dataCRC())
 	p.Data = []byte("another entry")
 	p.Size, p.EntryCRC = uint32(len(p.Data)), Checksum(p.Data)
-	require.Equal(t, Checksum(p.Data), p.DataCRC())
+	require.Equal(t, Checksum(p.Data), p.dataCRC())
 	got, err := Decode(p.Key(), p.Data)
 	require.NoError(t, err)
 	require.Equal(t, p.Data, got.Data)
 	p.Data = p.Data[:4] // the same start, another length
-	require.Equal(t, Checksum(p.Data), p.DataCRC())
+	require.Equal(t, Checksum(p.Data), p.dataCRC())
 }

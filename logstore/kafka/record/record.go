@@ -157,9 +157,9 @@ func sum(data []byte) crcOf {
 	return crcOf{ptr: unsafe.SliceData(data), n: len(data), crc: Checksum(data)}
 }
 
-// DataCRC returns CRC-32C of p.Data, summed only if Split or Decode did not
+// dataCRC returns CRC-32C of p.Data, summed only if Split or Decode did not
 // sum it already.
-func (p *Part) DataCRC() uint32 {
+func (p *Part) dataCRC() uint32 {
 	if p.crc.ptr == unsafe.SliceData(p.Data) && p.crc.n == len(p.Data) {
 		return p.crc.crc
 	}
@@ -191,7 +191,7 @@ func (p *Part) putKey(key []byte) {
 	binary.BigEndian.PutUint32(key[12:16], p.Seq)
 	binary.BigEndian.PutUint32(key[16:20], p.Size)
 	binary.BigEndian.PutUint32(key[20:24], p.EntryCRC)
-	binary.BigEndian.PutUint32(key[24:28], recordCRC(key, p.DataCRC(), len(p.Data)))
+	binary.BigEndian.PutUint32(key[24:28], recordCRC(key, p.dataCRC(), len(p.Data)))
 }
 
 // MaxPartSize returns the largest part a batch of maxBatchBytes can carry.
@@ -298,7 +298,7 @@ func (p *Part) check() error {
 		if uint64(len(p.Data)) != uint64(p.Size) {
 			return fmt.Errorf("%w: whole record of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
-		if p.DataCRC() != p.EntryCRC {
+		if p.dataCRC() != p.EntryCRC {
 			return fmt.Errorf("%w: whole record data does not match its entry CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 	case KindFirst:
@@ -320,7 +320,7 @@ func (p *Part) check() error {
 		if uint64(len(p.Data)) != uint64(p.Size) {
 			return fmt.Errorf("%w: mark of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
-		if p.DataCRC() != p.EntryCRC {
+		if p.dataCRC() != p.EntryCRC {
 			return fmt.Errorf("%w: mark data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 		if _, err := DecodeMark(p.Data); err != nil {
