@@ -29,6 +29,13 @@ type Config struct {
 	// Default 1 MiB; at least record.MinBatchBytes, at most 64 MiB.
 	MaxBatchBytes int
 
+	// MaxEntryBytes is the largest entry AppendBatch accepts; a larger one
+	// fails the call with an error matching ErrEntryTooLarge, before
+	// anything is written. Every entry acknowledged must be readable by
+	// every read with the same configuration, so it is at most
+	// ReadHoldBytes (the entry data a read holds). Default 32 MiB.
+	MaxEntryBytes int64
+
 	// IndexDir is the local directory for region-index checkpoints. ""
 	// keeps the index in memory only: it is rebuilt by reading after a
 	// restart. Default "".
@@ -239,6 +246,7 @@ func DefaultConfig() Config {
 	return Config{
 		Brokers:                 []string{"127.0.0.1:9092"},
 		MaxBatchBytes:           1 << 20,
+		MaxEntryBytes:           32 << 20,
 		IndexCheckpointInterval: 10 * time.Second,
 		Compression:             "none",
 		ProduceLanes:            16,
@@ -347,6 +355,9 @@ func (c Config) Validate() error {
 	if c.ReadHoldBytes < int64(c.MaxBatchBytes) {
 		bad("ReadHoldBytes", "%d is below MaxBatchBytes (%d)", c.ReadHoldBytes, c.MaxBatchBytes)
 	}
+	if c.MaxEntryBytes < 1 || c.MaxEntryBytes > c.ReadHoldBytes || c.MaxEntryBytes > record.MaxEntrySize {
+		bad("MaxEntryBytes", "%d is outside [1, ReadHoldBytes (%d)]: every entry acknowledged must fit what a read holds", c.MaxEntryBytes, c.ReadHoldBytes)
+	}
 	if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
 		bad("ReplicationFactor", "%d must be -1 (broker default) or >= 1", c.ReplicationFactor)
 	}
@@ -379,8 +390,8 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v DisableIndex=%v",
-		c.Brokers, c.MaxBatchBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.DisableIndex)
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d MaxEntryBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v DisableIndex=%v",
+		c.Brokers, c.MaxBatchBytes, c.MaxEntryBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.DisableIndex)
 	fmt.Fprintf(&b, " Compression=%s ProduceLanes=%d MaxRequestBytes=%d MaxRegionsPerBatch=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v Dialer=%s RetryBackoff=%v",
 		c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.MaxRegionsPerBatch, c.Linger, c.ProduceTimeout, c.RequestTimeout, c.DialTimeout, setOrNil(c.Dialer != nil), c.RetryBackoff)
 	fmt.Fprintf(&b, " MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v",
