@@ -64,8 +64,12 @@ type Config struct {
 
 	// PruneInterval, when positive, runs Prune on every namespace the index
 	// knows at this period, so that Obsolete drives the deletion of records
-	// no region needs. Needs the index (and is skipped with IndexReadOnly).
-	// Default 0: prune only when Prune is called.
+	// no region needs: kwal's topics delete nothing by age or size, so
+	// without it a log only grows. A round costs a few requests per topic
+	// (BenchmarkPruneRound; docs/benchmarks.md). PruneWith with DryRun
+	// names the region that
+	// keeps a topic from shrinking. Needs the index (and is skipped with
+	// IndexReadOnly). 0 prunes only when Prune is called. Default 1m.
 	PruneInterval time.Duration
 
 	// DisableIndex turns the region index off: every read scans the topic.
@@ -248,6 +252,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:           1 << 20,
 		MaxEntryBytes:           32 << 20,
 		IndexCheckpointInterval: 10 * time.Second,
+		PruneInterval:           time.Minute,
 		Compression:             "none",
 		ProduceLanes:            16,
 		MaxRegionsPerBatch:      1,
