@@ -16,25 +16,34 @@ import (
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
-// ErrCannotPrune is matched by Prune's error when the index cannot prove
-// that any record is safe to delete (it is off, or does not account for the
-// log from its start).
+// ErrCannotPrune is matched by Prune's error when it cannot work out what
+// is safe to delete at all: the index is off, or the log lost records the
+// index had accounted for. When the index works but every record is still
+// needed by some region, Prune deletes nothing and returns nil (PruneWith
+// reports the prune point, the holders and the Reason).
 var ErrCannotPrune = errors.New("kwal: nothing can be proven safe to prune")
 
 // Prune deletes the namespace's records that no region needs any more
 // (an extension of the logstore contract), and returns the first entry ID
-// still available. A record may go only when the index accounts for every
-// offset from the log's start up to it and no region still holds an entry
-// there: every region with records there has declared them obsolete
-// (Obsolete, by this store or by any other writing the topic: the marks are
-// in the log) below that point. So a region that never called Obsolete
-// keeps everything from its first record on. Prune first brings the index
-// up to the log's end (scanning what it does not account for: other
-// stores' records), then writes a prune mark stating what it is about to
-// delete, then deletes with Kafka's DeleteRecords (services that refuse it
-// return its error). Reads from below the new start fail with ErrPruned
-// only for a region that lost entries it had not declared obsolete
-// (index/doc.go, "Pruning").
+// still available (unchanged when nothing could go). A record goes only
+// when the index accounts for every offset from the log's start up to it
+// and no region still holds an entry there: every region with records
+// there has declared them obsolete (Obsolete, by this store or by any
+// other writing the topic: the marks are in the log) below that point. So
+// a region that never called Obsolete keeps everything from its first
+// record on. Prune first brings the index up to the log's end (scanning
+// what it does not account for: other stores' records, or a lost or stale
+// index), then writes a prune mark stating what it is about to delete,
+// then deletes with Kafka's DeleteRecords (services that refuse it return
+// its error). Each step is bounded on its own (RequestTimeout per request,
+// ProduceTimeout for the mark); ctx bounds the whole.
+//
+// Afterwards, a read of a region from an ID at or above its Obsolete point
+// + 1 returns everything it asks for, whatever was deleted (the prune mark
+// proves the region lost none of it). A read from an ID at or below the
+// region's Obsolete point, below the new start, fails with ErrPruned
+// naming the first ID still available, even when the region had no record
+// there: the mark keeps points, not records (index/doc.go, "Pruning").
 func (s *LogStore) Prune(ctx context.Context, namespace string) (logstore.EntryID, error) {
 	res, err := s.prune(ctx, namespace, false)
 	if err != nil {
