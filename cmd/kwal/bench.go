@@ -27,6 +27,7 @@ type benchOpts struct {
 	maxRegions  int
 	rounds      int
 	recovery    int
+	payload     string
 	json        bool
 	keep        bool
 }
@@ -109,6 +110,8 @@ func (a *app) benchCmd() *cobra.Command {
 	a.bound(f, "rounds", 1, 100, "each round appends the whole workload three times")
 	f.IntVar(&o.recovery, "recovery-runs", 3, "runs of each phase of the recovery benchmark (0 skips it; see bench_recovery.go)")
 	a.bound(f, "recovery-runs", 0, 100, "each run reopens the store")
+	f.StringVar(&o.payload, "payload", "", "what entries hold: random (incompressible bytes; the plain bench's default) or datanode "+
+		"(each entry a protobuf batch of rows of its region's metrics table, as a datanode's WAL holds; the matrix's default)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.BoolVar(&o.keep, "keep", false, "keep the benchmark's namespaces")
 	return cmd
@@ -118,8 +121,16 @@ func (a *app) benchCmd() *cobra.Command {
 func (o benchOpts) workload() bench.Workload {
 	return bench.Workload{
 		Topics: o.topics, Regions: o.regions, Writers: o.writers, EntrySize: o.entrySize,
-		EntriesPerCall: o.perCall, Calls: o.calls, Seed: o.seed,
+		EntriesPerCall: o.perCall, Calls: o.calls, Seed: o.seed, Payload: o.payloadOr(bench.PayloadRandom),
 	}
+}
+
+// payloadOr is --payload, or def when it is not given.
+func (o benchOpts) payloadOr(def string) string {
+	if o.payload == "" {
+		return def
+	}
+	return o.payload
 }
 
 // validate checks what the flags' ranges alone cannot, before anything
