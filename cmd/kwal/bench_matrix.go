@@ -99,12 +99,21 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 		mo.Progress = func(format string, args ...any) { fmt.Fprintf(a.stderr, "bench: "+format+"\n", args...) }
 	}
 	out := matrixJSON{Broker: s.brokerKind()}
-	if out.Matrix, err = bench.RunMatrix(ctx, mo, s.embedded); err != nil {
+	// RunMatrix deletes each layout's namespaces whatever ends it, and its
+	// error says so.
+	run := func() (bench.MatrixReport, error) {
+		r, err := bench.RunMatrix(ctx, mo, s.embedded)
+		if err != nil && ctx.Err() != nil {
+			err = interruptedError("bench --matrix interrupted: %w", err)
+		}
+		return r, err
+	}
+	if out.Matrix, err = run(); err != nil {
 		return err
 	}
 	if m.latency > 0 {
 		mo.Latency, mo.Bandwidth = m.latency, float64(m.bandwidth)*1e6
-		r, err := bench.RunMatrix(ctx, mo, s.embedded)
+		r, err := run()
 		if err != nil {
 			return err
 		}

@@ -64,6 +64,10 @@ type MatrixOptions struct {
 	// GreptimeDB-style windows), ReplayRuns times each (median).
 	Peers      bool
 	ReplayRuns int
+	// ReplayBytes is about the entry data the replay's plan appends over
+	// all of a layout's topics, through kwal and the GreptimeDB-style
+	// producer each (at most maxReplayCalls calls per writer); 0: 64 MiB.
+	ReplayBytes int
 }
 
 // MatrixSide is what one producer did in one layout's measured window.
@@ -415,12 +419,8 @@ func (m *matrix) measure(ctx context.Context, l MatrixLayout, w Workload, sd *ma
 	return nil
 }
 
-// replayBytes is about the entry data the replay's plan appends over all
-// of a layout's topics.
-const replayBytes = 64 << 20
-
 // replay writes one plan of the workload (every writer's calls once, about
-// replayBytes) through kwal to kwalTopics and through the GreptimeDB-style
+// ReplayBytes) through kwal to kwalTopics and through the GreptimeDB-style
 // producer to gtTopics, so that both logs hold the same entries, then
 // times region 1's replays of the first topic: kwal's indexed read and full
 // scan, and the GreptimeDB-style window replay (the topic's layout gives
@@ -431,7 +431,7 @@ func (m *matrix) replay(ctx context.Context, w Workload, kwalTopics []string, gt
 	const region = 1
 	runs := max(m.o.ReplayRuns, 1)
 	out := MatrixReplay{Region: region, Runs: runs}
-	w.Calls = max(1, replayBytes/max(1, w.Writers*w.EntriesPerCall*w.EntrySize))
+	w.Calls = min(max(1, cmp.Or(m.o.ReplayBytes, 64<<20)/max(1, w.Writers*w.EntriesPerCall*w.EntrySize)), maxReplayCalls)
 	for _, p := range []struct {
 		topics []string
 		app    Appender
@@ -496,6 +496,10 @@ func (m *matrix) replay(ctx context.Context, w Workload, kwalTopics []string, gt
 	out.KwalVsGreptime = ratioOf(out.Greptime.MedianMS, out.Kwal.MedianMS)
 	return out, nil
 }
+
+// maxReplayCalls bounds the replay plan's calls per writer, so that small
+// entries do not make writing it take minutes.
+const maxReplayCalls = 64
 
 func medianMS(ts []time.Duration) float64 {
 	if len(ts) == 0 {
