@@ -20,7 +20,6 @@ type matrixOpts struct {
 	latency   time.Duration
 	layouts   []string
 	profDir   string
-	peers     bool
 	bandwidth int // MB/s
 }
 
@@ -34,7 +33,6 @@ func (m *matrixOpts) register(a *app, f *pflag.FlagSet) {
 	a.boundDuration(f, "matrix-duration", time.Millisecond, time.Hour, "every layout measures each producer this long")
 	a.boundDuration(f, "matrix-latency", 0, time.Second, "a latency proxy holds every byte in flight for this long")
 	f.StringVar(&m.profDir, "matrix-cpuprofile", "", "keep each measured window's CPU profile in this directory (pprof, samples labeled kwal_bench=kwal|raw|broker|net)")
-	f.BoolVar(&m.peers, "matrix-peers", true, "also run the GreptimeDB-style and Mimir-style producers and the GreptimeDB-style replay of region 1 in every layout (see docs/benchmarks.md)")
 	f.IntVar(&m.bandwidth, "matrix-bandwidth", 0, "MB/s each way between the clients and the brokers in the second matrix (with --matrix-latency), "+
 		"as a network interface would carry; 0: unlimited")
 	a.bound(f, "matrix-bandwidth", 0, 100_000, "a link faster than this is unlimited here")
@@ -93,7 +91,7 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 		Config: cfg, Raw: bench.RawOptions{MaxBatchBytes: o.batchBytes, Compression: codec, Linger: o.linger},
 		Prefix: benchPrefix + runStamp() + "-m", EntrySize: o.entrySize, EntriesPerCall: o.perCall, Payload: payload,
 		Warmup: m.warmup, Duration: m.duration, Layouts: layouts, Seed: o.seed, ProfileDir: m.profDir,
-		Peers: m.peers, ReplayRuns: o.replayRuns,
+		Peers: o.peers, ReplayRuns: o.replayRuns,
 	}
 	if !o.quiet {
 		mo.Progress = func(format string, args ...any) { fmt.Fprintf(a.stderr, "bench: "+format+"\n", args...) }

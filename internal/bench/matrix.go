@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,13 +186,7 @@ func RunMatrix(ctx context.Context, o MatrixOptions, embeddedBroker bool) (Matri
 	if o.Peers {
 		// The Mimir-style producer's batches may reach MimirBatchBytes;
 		// kwal's stay within MaxBatchBytes whatever the topic allows.
-		kcfg.TopicConfigs = maps.Clone(kcfg.TopicConfigs)
-		if kcfg.TopicConfigs == nil {
-			kcfg.TopicConfigs = map[string]string{}
-		}
-		if _, ok := kcfg.TopicConfigs["max.message.bytes"]; !ok {
-			kcfg.TopicConfigs["max.message.bytes"] = strconv.Itoa(max(mimirTopicMaxMsgBytes, kcfg.MaxBatchBytes+64<<10))
-		}
+		kcfg.TopicConfigs = WithMimirTopicConfigs(kcfg.TopicConfigs, kcfg.MaxBatchBytes)
 	}
 	// Each side's clients start under its label, so their goroutines carry it.
 	var err error

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -294,11 +295,24 @@ type MimirOptions struct {
 // Mimir's writer client settings (pkg/storage/ingest/writer_client.go and
 // writer.go).
 const (
-	MimirLinger           = 50 * time.Millisecond
-	MimirInFlight         = 20
-	MimirBatchBytes       = 16_000_000
-	mimirTopicMaxMsgBytes = MimirBatchBytes + 64<<10
+	MimirLinger     = 50 * time.Millisecond
+	MimirInFlight   = 20
+	MimirBatchBytes = 16_000_000
 )
+
+// WithMimirTopicConfigs returns topic configs (a copy) that let the
+// Mimir-style producer's batches in: max.message.bytes, unless set, of
+// MimirBatchBytes (or maxBatchBytes) and room for framing.
+func WithMimirTopicConfigs(c map[string]string, maxBatchBytes int) map[string]string {
+	c = maps.Clone(c)
+	if c == nil {
+		c = map[string]string{}
+	}
+	if _, ok := c["max.message.bytes"]; !ok {
+		c["max.message.bytes"] = strconv.Itoa(max(MimirBatchBytes, maxBatchBytes) + 64<<10)
+	}
+	return c
+}
 
 // MimirClient is the Mimir-style producer: one client shared by every
 // writer, idempotence off, up to MimirInFlight produce requests in flight
