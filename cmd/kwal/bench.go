@@ -218,10 +218,10 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		return fmt.Errorf("raw client: %w", err)
 	}
 	defer cl.Close()
+	defer b.closePeers() // what startPeers made, even if it failed half-way
 	if err := b.startPeers(codec); err != nil {
 		return err
 	}
-	defer b.closePeers()
 	if err := b.warmUp(ctx, cl); err != nil {
 		return err
 	}

@@ -48,6 +48,11 @@ type Greptime struct {
 	workers map[string]*greptimeWorker
 	wg      sync.WaitGroup
 	stop    chan struct{}
+	// ctx is the workers' produces' context, ended by Close: GreptimeDB
+	// awaits a produce whatever its caller does, but Close must not wait
+	// for a broker that never answers.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	offsets map[string]map[uint64][]int64 // topic -> region -> offsets of its records, in log order
@@ -77,6 +82,7 @@ func NewGreptime(topics []string, o GreptimeOptions, opts ...kgo.Opt) (*Greptime
 		return nil, fmt.Errorf("bench: GreptimeDB-style max batch bytes %d must exceed %d", o.MaxBatchBytes, greptimeMetaSize)
 	}
 	g := &Greptime{o: o, workers: map[string]*greptimeWorker{}, stop: make(chan struct{}), offsets: map[string]map[uint64][]int64{}}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, t := range topics {
 		cl, err := kgo.NewClient(append(slices.Clone(opts),
 			kgo.ManualFlushing(), // a request's records leave together, when the worker flushes them
@@ -108,6 +114,7 @@ func (g *Greptime) Close() {
 	default:
 		close(g.stop)
 	}
+	g.cancel()
 	g.wg.Wait()
 	for _, w := range g.workers {
 		w.cl.Close()
@@ -183,7 +190,7 @@ func (g *Greptime) failQueued(w *greptimeWorker) {
 // and awaited before the next.
 func (g *Greptime) produce(w *greptimeWorker, c Call) error {
 	recs := GreptimeRecords(c, g.o.MaxBatchBytes)
-	ctx := context.Background() // GreptimeDB awaits the produce whatever the caller does
+	ctx := g.ctx
 	for len(recs) > 0 {
 		n, size := 0, 0
 		for n < len(recs) {
