@@ -139,7 +139,7 @@ func (g *Collector) loadTopic(ctx context.Context, name string, files []storedFi
 			"file", f.name, "reason", f.reason, "err", f.err)
 	}
 	if ts := t.describe(false); ts.Covered {
-		t.log.Info("index: loaded", "accounted_from", ts.C, "watermark", ts.W, "entries", ts.Entries)
+		t.log.Debug("index: loaded", "accounted_from", ts.C, "watermark", ts.W, "entries", ts.Entries)
 	} else {
 		t.log.Warn("index: no usable checkpoint; reads will scan until coverage is rebuilt")
 	}
