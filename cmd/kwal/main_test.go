@@ -103,7 +103,13 @@ func kwal(t *testing.T, env map[string]string, args ...string) result {
 func kwalUntil(t *testing.T, env map[string]string, interruptAt string, args ...string) result {
 	t.Helper()
 	var out, errb lockedBuffer // franz-go may still log after run returns
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A guard against a hung command; benches run whole workloads, which
+	// take one to two minutes under the race detector.
+	limit := 2 * time.Minute
+	if len(args) > 0 && args[0] == "bench" {
+		limit = 6 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	ctx, interrupt := context.WithCancel(ctx)
 	defer interrupt()

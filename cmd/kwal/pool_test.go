@@ -29,7 +29,7 @@ func TestNamespacesCreatePool(t *testing.T) {
 func TestBenchMatrixJSON(t *testing.T) {
 	flags := cluster(t)
 	r := kwal(t, nil, append([]string{"bench", "--matrix", "--json", "-q", "--entry-size", "256", "--entries-per-call", "2",
-		"--matrix-warmup", "50ms", "--matrix-duration", "100ms", "--matrix-latency", "1ms", "--matrix-layouts", "8/1/8,16/4/16"}, flags...)...)
+		"--matrix-warmup", "50ms", "--matrix-duration", "100ms", "--matrix-latency", "1ms", "--matrix-layouts", "4/1/4,8/2/8"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	var rep struct {
 		Matrix struct {

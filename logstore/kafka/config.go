@@ -266,20 +266,24 @@ func DefaultConfig() Config {
 
 // ReadMemoryBound is the most memory all of the store's reads hold
 // together, whatever their number or the topics' sizes, apart from the
-// entries their callers keep: their fetches (in flight, waiting to be
-// decoded, or whose entries a read has not taken yet) within twice
-// FetchMaxBytes (FetchMaxBytes, and as much again for the fetch each pass
-// waits on first), one more FetchMaxBytes and one entry (MaxEntryBytes)
-// while a spilled entry is read back (one at a time), plus ReadHoldBytes of
-// entry data not yet yielded (a pass spills entries once the total passes
-// it, so each pass decoding at that moment may add one entry more, and
-// reads them back when their turn comes). A batch larger than a fetch asked for, which
-// Kafka returns whole, counts for its size: a topic written with batches
-// over MaxBatchBytes (another writer's) may pass the bound by their excess.
-// A loop body that keeps a read open without taking its entries holds its
-// share until it does.
+// entries their callers keep:
+//   - their fetches (in flight, waiting to be decoded, or whose entries a
+//     read has not taken yet) within twice FetchMaxBytes (FetchMaxBytes, and
+//     as much again for the fetch each pass waits on first);
+//   - a batch per fetch connection beyond that: Kafka returns a batch whole
+//     when a fetch asked for less (a read's first fetch of a range asks for
+//     one batch), and the excess counts once the response landed;
+//   - one more FetchMaxBytes and one entry (MaxEntryBytes) while a spilled
+//     entry is read back (one at a time);
+//   - ReadHoldBytes of entry data not yet yielded (a pass spills entries
+//     once the total passes it, so each pass decoding at that moment may add
+//     one entry more, and reads them back when their turn comes).
+//
+// A topic written with batches larger than MaxBatchBytes (by another
+// writer) may pass the bound by their excess. A loop body that keeps a read
+// open without taking its entries holds its share until it does.
 func (c Config) ReadMemoryBound() int64 {
-	return 3*int64(c.FetchMaxBytes) + c.ReadHoldBytes + c.MaxEntryBytes
+	return 3*int64(c.FetchMaxBytes) + int64(c.FetchConnections())*int64(c.MaxBatchBytes) + c.ReadHoldBytes + c.MaxEntryBytes
 }
 
 // FetchConnections is how many fetches a read keeps on the wire at most:

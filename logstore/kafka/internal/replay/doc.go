@@ -80,7 +80,8 @@
 // A spilled entry is read back one at a time store-wide, charged without
 // waiting (the decoder reading it back holds what the others wait for). So
 // a store's reads hold at most about 3×FetchMaxBytes + HoldBytes +
-// MaxEntryBytes (Config.ReadMemoryBound).
+// MaxEntryBytes, and a batch per connection by which responses may pass
+// the byte limits they asked for (Config.ReadMemoryBound).
 //
 // # Invariants
 //

@@ -343,11 +343,12 @@ var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 // has one and its bytes (head: c is the first chunk of the queue, which
 // everything else of the pass waits for), and reports whether it did.
 func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, head bool) bool {
-	// Charged at least a chunk (which holds one of the store's batches):
-	// Kafka returns a batch whole even when the fetch asked for less (a
-	// one-batch probe asks for 1 byte), and the charge made at the start is
-	// what keeps the budget.
-	n := max(int64(c.maxBytes), f.r.o.ChunkBytes)
+	// Charged what it asks for; a response larger than that (Kafka returns
+	// a batch whole, and a one-batch probe asks for 1 byte) is charged the
+	// excess when it lands (land). Charging every fetch a whole batch
+	// up front would keep most small fetches of an indexed read off the
+	// wire.
+	n := int64(c.maxBytes)
 	conn, onWire, ok := f.r.pool.take(n, head)
 	if !ok {
 		return false
