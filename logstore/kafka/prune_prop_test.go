@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -444,9 +445,14 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 			resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: ptr("604800000")}}, m.name)
 			require.NoError(t, err)
 			require.NoError(t, resp[0].Err)
-			ret, err := s.TopicRetention(ctx, m.name)
-			require.NoError(t, err)
-			require.True(t, ret.Finite(), "step %d: %v", step, ret)
+			// A real broker's controller applies the change, and the
+			// broker describes it a moment later.
+			var ret kafka.Retention
+			require.Eventually(t, func() bool {
+				ret, err = s.TopicRetention(ctx, m.name)
+				require.NoError(t, err)
+				return ret.Finite()
+			}, 30*time.Second, 20*time.Millisecond, "step %d: %v", step, ret)
 		case op < 88:
 			mode := rng.IntN(3)
 			what = []string{"restart", "restart without the index directory", "restart with a stale index"}[mode]
