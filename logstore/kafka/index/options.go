@@ -11,9 +11,9 @@ import (
 // DefaultMergeGap is the MergeGap used when Options.MergeGap is 0: two of a
 // read's ranges at most 8 offsets apart are fetched as one. A wider gap
 // fetches other regions' batches to save a fetch, and the store's reader
-// already overlaps the round trips of many ranges, so that rarely pays: on
-// region-pure batches small gaps fetch about the region's own bytes, while
-// gaps of 128 and more fetch several times that without saving time
+// already overlaps the round trips of many ranges and reads dense
+// stretches through by itself, so that rarely pays: wider gaps saved no
+// time where measured and can fetch several times the region's bytes
 // (BenchmarkMergeGap; docs/benchmarks.md, "The index" and "Tried and
 // dropped").
 const DefaultMergeGap = 8
