@@ -13,17 +13,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The broker's floors of the recovery benchmark: the batches a replay
-// cannot do without (one region's: one fetch per run of consecutive batches
-// holding its records, since a fetch request takes one offset per
-// partition; every region's from its flushed point, within the issue's
-// byte bound; a whole topic's), fetched at once by plain franz-go clients
-// on connections that were warmed first, at most one fetch on the wire per
-// connection, as kwal's reads do. Nothing is decoded or checked beyond the
-// response's size: it is what the broker and the network cost, the least
-// any reader of that layout pays on this broker, measured in the same run
-// as kwal's reads. An indexed replay of one region cannot beat its full
-// scan by more than full scan ÷ floor.
+// The broker's floors of the recovery benchmark: the batches a replay cannot
+// do without (one region's: one fetch per run of consecutive batches holding
+// its records, since a fetch request takes one offset per partition; every
+// region's from its flushed point, within the recovery target's byte bound;
+// a whole topic's), fetched at once by plain franz-go clients on connections
+// that were warmed first, at most one fetch on the wire per connection, as
+// kwal's reads do. Nothing is decoded or checked beyond the response's size:
+// it is what the broker and the network cost, the least any reader of that
+// layout pays on this broker, measured in the same run as kwal's reads. An
+// indexed replay of one region cannot beat its full scan by more than full
+// scan ÷ floor.
 
 // OffsetRange is a half-open range of a topic's partition-0 offsets and
 // the bytes of the record batches in it.

@@ -27,8 +27,8 @@ func (l MatrixLayout) String() string {
 	return fmt.Sprintf("%d regions / %d topic(s), %d writers", l.Regions, l.Topics, l.Writers)
 }
 
-// MatrixLayouts are the layouts of issue 13: GreptimeDB's one topic, its
-// default pool of 64 topics, and pools with more regions than topics.
+// MatrixLayouts are the layouts datanodes deploy: GreptimeDB's one topic,
+// its default pool of 64 topics, and pools with more regions than topics.
 var MatrixLayouts = []MatrixLayout{
 	{Regions: 64, Topics: 1, Writers: 64},
 	{Regions: 64, Topics: 16, Writers: 64},

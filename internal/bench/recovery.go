@@ -42,7 +42,8 @@ type RecoveryConfig struct {
 }
 
 // floorExtra is the share of the needed bytes that (b)'s floor may fetch
-// beyond them, the issue's bound (<= 1.2x the needed bytes).
+// beyond them: the recovery target's bound (<= 1.2x the needed bytes,
+// docs/benchmarks.md, "Recovery after a restart").
 const floorExtra = 0.2
 
 // Recovery is what a restart's replays measured. Every phase runs on a
@@ -71,7 +72,7 @@ type Recovery struct {
 	// batches' bytes.
 	NeededBytes int64 `json:"needed_bytes"`
 	TopicBytes  int64 `json:"topic_bytes"`
-	// Ratios behind the issue's targets.
+	// Ratios behind the recovery targets (docs/benchmarks.md).
 	OneRegionSpeedup    float64 `json:"one_region_speedup"`           // full scan time ÷ indexed time
 	OneRegionFetchedOwn float64 `json:"one_region_fetched_own"`       // indexed fetched bytes ÷ the region's entry bytes
 	ConcurrentVsScan    float64 `json:"concurrent_vs_scan"`           // (b) time ÷ topic scan time
@@ -85,7 +86,7 @@ type Recovery struct {
 	// The broker's floor of (b) and of a scan, both fetched by plain
 	// franz-go clients, nothing decoded: ConcurrentFloor fetches the
 	// needed batches with the smallest gaps between them merged up to 1.2x
-	// the needed bytes (the fewest fetches within the issue's byte bound),
+	// the needed bytes (the fewest fetches within the target's byte bound),
 	// ScanFloor every batch, each in chunks of FloorChunk; and (b)'s floor
 	// against kwal's topic scan and against the scan floor. Above 1, a plan
 	// within the byte bound costs the broker more than scanning.

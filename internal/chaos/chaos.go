@@ -7,8 +7,8 @@
 // injects its faults through the script (SIGKILL, SIGTERM, SIGSTOP/SIGCONT
 // of one node), waits after each fault until all three replicas are in
 // sync again, stops the writers and replays every region twice: through
-// the index and by a full scan. Its Result holds the figures the README's
-// "Failures survived" table reports.
+// the index and by a full scan. Its Result holds the figures of the table
+// in docs/failures.md.
 //
 // The scenarios:
 //   - leader-kill: the partition leader SIGKILLed and restarted, in cycles;

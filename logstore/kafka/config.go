@@ -77,8 +77,11 @@ type Config struct {
 	DisableIndex bool
 
 	// Compression of produced batches: "none", "gzip", "snappy", "lz4" or
-	// "zstd". Default "none" (measured fastest end to end for WAL payloads
-	// on local brokers; see README).
+	// "zstd". Default "none": a codec costs client CPU on every batch, and
+	// where the broker is near, CPU rather than bytes limits appends. Where
+	// the network limits them, "lz4" appends faster and cuts the bytes the
+	// broker stores and replicates (docs/benchmarks.md, "Compression on a
+	// datanode's payload").
 	Compression string
 
 	// ProduceLanes is how many produce connections (franz-go clients) carry
@@ -162,8 +165,11 @@ type Config struct {
 	ReplicationFactor int16
 
 	// TopicConfigs are topic-level configs applied when kwal creates a
-	// topic, for example "retention.ms" or "segment.bytes". Default
-	// {"max.message.bytes": MaxBatchBytes + 64 KiB} is added unless set.
+	// topic, for example "segment.bytes". Unless set here, kwal creates
+	// topics with retention.ms=-1, retention.bytes=-1 and
+	// cleanup.policy=delete (only Prune deletes a WAL record; a finite
+	// retention set here is logged as a warning), and
+	// max.message.bytes=MaxBatchBytes + 64 KiB. Default nil.
 	TopicConfigs map[string]string
 
 	// FetchMaxBytes bounds the bytes one fetch response may carry, and the

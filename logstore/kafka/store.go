@@ -148,15 +148,15 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			// Nothing leaves a lane before its Flush: every record of a
 			// dispatch is buffered first, so each topic's group becomes one
 			// batch and the topics' batches share the produce request(s) to
-			// their leader. (A linger gave the same guarantee at the price of
-			// the linger on every request.) A lane holds one dispatch at a
-			// time, so its buffer never holds more than one; the store's
+			// their leader. (A linger would give the same guarantee at the
+			// price of its wait on every request.) A lane holds one dispatch
+			// at a time, so its buffer never holds more than one; the store's
 			// queue bounds (MaxStoreQueuedBytes) bound what dispatches hold,
 			// and a buffer limit here would only fail a large call's records.
 			kgo.ManualFlushing(),
 			// No linger: with ManualFlushing it cannot send anything
-			// earlier, and franz-go's default (10 ms) armed a timer for
-			// every batch a lane buffered.
+			// earlier, and franz-go's default (10 ms) arms a timer for
+			// every batch a lane buffers.
 			kgo.ProducerLinger(0),
 			kgo.MaxBufferedBytes(1<<40),
 			kgo.MaxBufferedRecords(1<<40),

@@ -45,18 +45,17 @@
 //
 // # Memory
 //
-// A region's set is a runList: its runs in ascending order, stored as
-// chunks of 512 bytes of varint-encoded runs (the checkpoint's run
-// encoding), with the last run open so that appends extend it for free.
-// Runs are only appended at the top (W only grows) and removed from the
-// bottom (Obsolete, C rising), which this layout does cheaply. Measured by
-// BenchmarkRegionSetMemory over 640,000 entries of 64 regions: 1.23 bytes
-// per entry for fully interleaved single records and 0.35 for runs of 10,
-// against 2.00 and 0.41 for roaring64 bitmaps with run optimisation (and
-// 16 bytes per run for a plain slice of spans). Plan seeks a region's first
-// run at or after from with a binary search over its chunks, so a plan
-// costs the runs it returns, and a region without runs costs one map
-// lookup: opening thousands of idle regions is cheap.
+// A region's set is a runList: its runs in ascending order, stored as chunks
+// of 512 bytes of varint-encoded runs (the checkpoint's run encoding), with
+// the last run open so that appends extend it for free. Runs are only
+// appended at the top (W only grows) and removed from the bottom (Obsolete,
+// C rising), which this layout does cheaply, and in less memory than
+// roaring64 bitmaps with run optimisation or a plain slice of spans, both
+// for interleaved single records and for runs (BenchmarkRegionSetMemory;
+// docs/benchmarks.md, "The index"). Plan seeks a region's first run at or
+// after from with a binary search over its chunks, so a plan costs the runs
+// it returns, and a region without runs costs one map lookup: opening
+// thousands of idle regions is cheap.
 //
 // # Locking
 //
@@ -212,18 +211,15 @@
 // the node it leaves: the new node's Obsolete marks move its point, and it
 // replays from its flushed ID + 1 by the same proof.
 //
-// What it costs, measured (BenchmarkPruneSpaceKept: 64 regions of one
-// topic, 10 entries of 1 KiB per region per round, each round flushing the
-// previous one, 4 regions idle for good after round 5, 30 rounds, kfake):
-// with prune marks the log keeps what the regions need plus the marks,
-// 0.63 MB (661 offsets) for 0.6 MB of needed entries. An Obsolete mark is
-// 35 bytes of key and value (a record batch of its own, about 100 bytes)
-// and one produce round trip per Obsolete call; a prune mark costs about
-// 4.5 bytes per region in its table. The other design, a prune point that
-// never passes what a rebuilt index could prove without prune marks (each
-// region's latest Obsolete mark), kept 15.15 MB (15,929 offsets) and grows
+// What it costs: with prune marks the log keeps what the regions need plus
+// the marks. An Obsolete mark is 35 bytes of key and value (a record batch
+// of its own) and one produce round trip per Obsolete call; a prune mark
+// costs a few bytes per region in its table. The other design, a prune
+// point that never passes what a rebuilt index could prove without prune
+// marks (each region's latest Obsolete mark), keeps a log that grows
 // without bound: a region that stops writing (dropped table, moved away)
-// pins everything after its last flush. Prune marks it is.
+// pins everything after its last flush. Prune marks it is (the space each
+// keeps: BenchmarkPruneSpaceKept; docs/benchmarks.md, "Pruning").
 //
 // Retention past every prune point deletes what no mark speaks for. The
 // index is then the witness (HadNone, deleted.go): where it accounted for

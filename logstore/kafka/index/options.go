@@ -9,13 +9,13 @@ import (
 )
 
 // DefaultMergeGap is the MergeGap used when Options.MergeGap is 0: two of a
-// read's ranges at most 8 offsets apart are fetched as one. Measured on a
-// replay of one region of 16 (and of 64) sharing a topic, written
-// concurrently in region-pure batches of 10 records of 1 KiB: gaps of -1, 8
-// and 32 fetched 1.04-1.07x the region's bytes in about the same time,
-// while 128 fetched 4.7x and took 1.8x as long, and 512 fetched 15x and
-// took 6x as long. The store's reader already overlaps the round trips of
-// many ranges, so fetching other regions' batches to save one rarely pays.
+// read's ranges at most 8 offsets apart are fetched as one. A wider gap
+// fetches other regions' batches to save a fetch, and the store's reader
+// already overlaps the round trips of many ranges and reads dense
+// stretches through by itself, so that rarely pays: wider gaps saved no
+// time where measured and can fetch several times the region's bytes
+// (BenchmarkMergeGap; docs/benchmarks.md, "The index" and "Tried and
+// dropped").
 const DefaultMergeGap = 8
 
 // Options configures a Collector. The zero value is valid: memory only, the

@@ -8,10 +8,10 @@ import (
 // One pass per byte. A record's CRC covers its key's first 24 bytes and its
 // value, and its entry's CRC covers the entry's data: a whole record's value
 // again, or the parts' values one after the other. Checked as written, each
-// data byte went through CRC-32C twice on both paths (the reader's
-// replays: about 15% of a scan's client CPU). CRC-32C is linear, so the CRC
-// of a concatenation follows from the CRCs of its pieces and the second
-// piece's length:
+// data byte would go through CRC-32C twice on both paths, and CRC-32C is a
+// large part of a scan's client CPU (docs/benchmarks.md, "What bounds a
+// replay on this broker"). CRC-32C is linear, so the CRC of a concatenation
+// follows from the CRCs of its pieces and the second piece's length:
 //
 //	crc(A || B) = shift(crc(A), len(B)) ^ crc(B)
 //
@@ -21,8 +21,8 @@ import (
 // c's four bytes to their images (shiftTables), and shift(c, n) applies the
 // table of each bit set in n. So each data byte is summed once, into the
 // value's CRC, and the record's and the entry's CRCs are combined from it
-// in a few table lookups (a 2 KiB value: one; measured 4 ns against 138 ns
-// for a second pass over it).
+// in a few table lookups (a 2 KiB value: one), whatever the length, where a
+// second pass would cost time in proportion to the bytes.
 
 // castagnoliPoly is CRC-32C's polynomial, bit-reversed (the register
 // shifts right).

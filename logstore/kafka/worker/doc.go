@@ -30,46 +30,46 @@
 //
 // # Why one dispatcher, not a worker per topic
 //
-// Up to issue 13 each topic had its own worker goroutine that borrowed a
-// lane for one group at a time, so every produce request carried one
-// region's calls of one topic. Kafka's produce request holds one batch per
-// partition for any number of partitions, and a plain franz-go producer
-// fills it with whatever is buffered: over 64 topics it sent about seven
-// times fewer requests than kwal and appended 6x faster. Packing needs one
-// place that sees every topic's ready groups; a store-wide goroutine is that
-// place, and it also owns the lanes, so there is no second hand-off. Its
-// cost is planning all topics on one goroutine; planning is incremental
-// (only topics whose state changed are replanned, and a topic that only
-// received new requests, or had groups taken by dispatches, continues its
-// last plan's scan with the new requests; see worker.plan).
+// Kafka's produce request holds one batch per partition for any number of
+// partitions, and a plain franz-go producer fills it with whatever is
+// buffered. A worker goroutine per topic, borrowing a lane for one group at
+// a time, would send one produce request per group: over a pool of topics,
+// many times the requests of a plain producer, and that many round trips
+// (docs/benchmarks.md, "Tried and dropped"). Packing needs one place that
+// sees every topic's ready groups; a store-wide goroutine is that place, and
+// it also owns the lanes, so there is no second hand-off. Its cost is
+// planning all topics on one goroutine; planning is incremental (only topics
+// whose state changed are replanned, and a topic that only received new
+// requests, or had groups taken by dispatches, continues its last plan's
+// scan with the new requests; see worker.plan).
 //
 // # Why an inbox, not a channel of requests
 //
-// The dispatcher handles a request faster than 64 callers submit them, so
-// with a channel of requests it was parked on the channel most of the time
-// and woke, selected over its channels and walked every topic's state for
-// about every request (1.4 loop turns per request at 64 regions over 64
-// topics): a large part of its CPU. Most of those wake-ups changed nothing,
-// since with MinInFlight dispatches on lanes the dispatcher holds the ready
-// groups until one returns. So callers append to an inbox (a list under a
-// mutex, taken whole by the dispatcher after every wake-up) and signal a
-// one-slot wake-up channel only when the dispatcher is not holding, or the
-// arrival could end the hold: its topic has a ready group or another
+// The dispatcher handles a request faster than many callers submit them, so
+// with a channel of requests it would be parked on the channel most of the
+// time and wake, select over its channels and walk every topic's state for
+// about every request: a large part of its CPU. Most of those wake-ups would
+// change nothing, since with MinInFlight dispatches on lanes the dispatcher
+// holds the ready groups until one returns. So callers append to an inbox (a
+// list under a mutex, taken whole by the dispatcher after every wake-up) and
+// signal a one-slot wake-up channel only when the dispatcher is not holding,
+// or the arrival could end the hold: its topic has a ready group or another
 // request in the inbox, the inbox outgrows the held dispatch's room, or its
 // deadline falls before the hold ends. A hold always ends by itself (a
 // dispatch is in flight and the wake timer is armed), and then the
-// dispatcher takes whatever arrived meanwhile (0.2 loop turns per request,
-// same layout). See inbox.
+// dispatcher takes whatever arrived meanwhile, in one loop turn for many
+// requests. See inbox.
 //
 // # Why lanes, and why region-pure groups
 //
 // Kafka stores and serves whole record batches. A batch that mixes 64
 // regions must be fetched whole to replay any one of them, so the region
 // index saves nothing on it. Plain producing through one franz-go client
-// mixes every concurrent caller's records of a topic (measured: 3 to 11
-// regions per batch, replay selectivity 13 to 34 for 64 concurrent
-// regions). The dispatcher therefore keeps each group to one region (all of
-// its pending requests, up to GroupBatches batches) and puts at most one
+// mixes every concurrent caller's records of a topic: several regions per
+// batch, so one region's replay fetches many times its own bytes
+// (docs/benchmarks.md: regions per batch and replay selectivity, kwal
+// against raw). The dispatcher therefore keeps each group to one region (all
+// of its pending requests, up to GroupBatches batches) and puts at most one
 // group per topic in a dispatch, so each batch is one group. MaxRegions
 // trades that purity for fewer, larger requests when a topic has a backlog
 // (more groups planned than lanes free).
@@ -82,7 +82,7 @@
 // (a moving average, clamped to [0.1, 10] ms). Otherwise they wait for a
 // dispatch to return and leave together: requests are filled before more
 // lanes are used. With few topics and many regions (64 regions in one
-// topic) every dispatch carries one group, so all lanes are used, as before.
+// topic) every dispatch carries one group, so all lanes are used.
 //
 // One group is one batch: nothing leaves a lane's client before its Flush,
 // so a group's records are buffered whole and drained into one batch of
@@ -91,8 +91,8 @@
 // partition per request they leave in successive requests: another lane's
 // batch of the topic may land between them (the tests' fake client does
 // this), and a later one may fail after an earlier one was written. Each
-// batch is still one group's, in order. (Before, a 5 ms producer linger
-// gave the same guarantee and added 5 ms to every request.)
+// batch is still one group's, in order. (A producer linger would give the
+// same guarantee and add its wait to every request.)
 //
 // # Ordering
 //

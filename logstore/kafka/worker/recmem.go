@@ -13,9 +13,9 @@ import (
 // (franz-go calls a record's promise last, and the lane's Flush returns
 // after every promise), or when the request leaves the queue unsent. The
 // data copy is what lets a caller reuse its buffers at once (Submit); the
-// pool keeps that copy from being a fresh allocation per call, which was a
-// large part of kwal's CPU per MB over raw franz-go's (allocation and the
-// garbage collector's work on it).
+// pool keeps that copy from being a fresh allocation per call, which would
+// be a large part of kwal's CPU per MB over raw franz-go's (allocation and
+// the garbage collector's work on it).
 type recMem struct {
 	data       []byte
 	structs    []kgo.Record
