@@ -136,8 +136,12 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 	check := func(step int, what string) {
 		t.Helper()
 		defer func() {
-			// Every read of the step ended: nothing of the reads' budgets
-			// is still held.
+			// Every read of the step ended, and with the index's
+			// background catch-ups: nothing of the reads' budgets is still
+			// held.
+			for _, m := range nss {
+				kafka.WaitCatchUp(s, m.name)
+			}
 			require.Zero(t, kafka.ReadPoolUsed(s), "step %d (%s): fetch budget still held after every read ended", step, what)
 			require.Zero(t, kafka.ReadHoldUsed(s), "step %d (%s): hold budget still held after every read ended", step, what)
 		}()

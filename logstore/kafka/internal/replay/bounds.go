@@ -156,7 +156,7 @@ func (r *Reads) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall) {
 	defer r.wg.Done()
 	b := &r.bounds
 	for call != nil {
-		ctx, cancel := context.WithTimeout(r.ctx, r.o.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.RequestTimeout)
 		call.start, call.end, call.err = r.boundsOf(ctx, topic)
 		cancel()
 		b.mu.Lock()
@@ -192,7 +192,7 @@ func (r *Reads) boundsOf(ctx context.Context, topic string) (start, end int64, e
 		r.meta.forget(topic)
 		r.log.Debug("kwal: read bounds at the cached leader failed; asking again", "topic", topic, "err", err)
 	}
-	return r.o.Host.Offsets(ctx, topic)
+	return r.opts.Host.Offsets(ctx, topic)
 }
 
 // errNoBounds is a leader's answer that lacks the partition's offset.
@@ -201,5 +201,5 @@ var errNoBounds = errors.New("kwal: list offsets: no offset for the partition")
 // boundsClients are the clients whose connections carry a bounds lookup's
 // two requests (see listPair): two clients, two connections.
 func (r *Reads) boundsClients() (startCl, endCl *kgo.Client) {
-	return r.o.Host.FetchClient(0), r.o.Host.FetchClient(r.o.Conns - 1)
+	return r.opts.Host.FetchClient(0), r.opts.Host.FetchClient(r.opts.Conns - 1)
 }

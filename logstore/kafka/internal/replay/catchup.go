@@ -42,10 +42,10 @@ type catchUps struct {
 // the index's watermark w lies below end (a producer opened the topic, and
 // end is the log end it saw).
 func (r *Reads) CatchUp(topic string, end int64) {
-	if r.o.Index == nil {
+	if r.opts.Index == nil {
 		return
 	}
-	w, covered := r.o.Index.Watermark(topic)
+	w, covered := r.opts.Index.Watermark(topic)
 	if !covered || w >= end {
 		return
 	}
@@ -75,7 +75,7 @@ func (r *Reads) CatchUp(topic string, end int64) {
 			return
 		}
 		// A read's scan may have closed the gap meanwhile.
-		if w, covered = r.o.Index.Watermark(topic); !covered || w >= end {
+		if w, covered = r.opts.Index.Watermark(topic); !covered || w >= end {
 			return
 		}
 		r.log.Debug("kwal: the index lies below the log's end; catching it up in the background",

@@ -17,7 +17,7 @@ import (
 // to the router. It runs in its own goroutine and shares no state with the
 // fetcher.
 type decoder struct {
-	r     *Reads
+	reads *Reads
 	topic string
 	gen   uint64 // the topic's generation when the pass started (Gate)
 	end   int64  // the log end the pass reads to
@@ -28,7 +28,7 @@ type decoder struct {
 	stats Stats
 
 	// indexOnly marks a scan that only feeds the index (ScanIntoIndex):
-	// records that are not kwal's count as holding no entry instead of
+	// records that are not kwal's count as carrying no entry instead of
 	// failing, and a corrupt record or a gap fails it even with
 	// SkipCorrupt (it yields nothing, so skipping gains nothing, and
 	// Prune's error then names the damage).
@@ -39,7 +39,7 @@ type decoder struct {
 }
 
 func newDecoder(r *Reads, topic string, gen uint64, end int64, rt *router) *decoder {
-	d := &decoder{r: r, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), route: rt, from: make(map[uint64]int64)}
+	d := &decoder{reads: r, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), route: rt, from: make(map[uint64]int64)}
 	rt.asm, rt.topic = d.asm, topic
 	return d
 }
@@ -48,7 +48,7 @@ func newDecoder(r *Reads, topic string, gen uint64, end int64, rt *router) *deco
 // then hands the reads what they still hold.
 func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
 	defer func() {
-		d.r.hold.add(-d.asm.OpenBytes())
+		d.reads.hold.add(-d.asm.OpenBytes())
 		d.route.abandon()
 	}()
 	if err := d.consume(ctx, ch); err != nil {
@@ -66,11 +66,11 @@ func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
 		return err
 	}
 	for _, o := range d.asm.Open() {
-		d.r.m.skipped.WithLabelValues("incomplete").Inc()
+		d.reads.metrics.skipped.WithLabelValues("incomplete").Inc()
 		// An entry still being appended, or one a crashed writer left
 		// unfinished: neither was acknowledged, so nothing is lost; counted in
 		// kwal_read_skipped_records_total{kind="incomplete"}.
-		d.r.log.Debug("kwal: entry not complete at the end of the read; not yielded",
+		d.reads.log.Debug("kwal: entry not complete at the end of the read; not yielded",
 			"topic", d.topic, "region", o.Region, "first_offset", o.First, "last_offset", o.Last, "read_end", d.end)
 	}
 	return nil
@@ -89,18 +89,18 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 	var rg index.Range
 	var off, accFrom int64
 	report := func() {
-		if rg.Scan && off > accFrom && d.r.o.Index != nil {
-			if h := d.r.hooks.ScanReport; h != nil {
+		if rg.Scan && off > accFrom && d.reads.opts.Index != nil {
+			if h := d.reads.hooks.ScanReport; h != nil {
 				h(d.topic)
 			}
-			d.r.gate.update(d.topic, d.gen, func() { d.r.o.Index.ObserveScan(d.topic, accFrom, off, runs) })
+			d.reads.gate.update(d.topic, d.gen, func() { d.reads.opts.Index.ObserveScan(d.topic, accFrom, off, runs) })
 		}
 		runs, accFrom = runs[:0], off
 	}
 	defer report()
 	// skip leaves [from, to) unaccounted: a record skipped under
 	// SkipCorrupt (undecodable, it may be any region's entry) or offsets
-	// missing from the log. Reported as holding no entry, they would let
+	// missing from the log. Reported as carrying no entry, they would let
 	// every later read, with SkipCorrupt or not, pass them by silently;
 	// left out, the index's span stops below them (W cannot cross offsets
 	// nobody reported), so later reads scan them and meet the damage.
@@ -111,7 +111,7 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 	}
 	// accountGap accounts for [off, to), offsets that returned no record:
 	// transaction markers hold no entry; the missing runs are skipped.
-	accountGap := func(to int64, missing []span) {
+	accountGap := func(to int64, missing []offsetSpan) {
 		for _, m := range missing {
 			if m.from > off {
 				runs = index.AppendRun(runs, index.Run{Start: off, Count: m.from - off, Foreign: true})
@@ -153,7 +153,7 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 					}
 					off = rec.Offset
 				}
-				region, holds, err := d.handle(ctx, rec)
+				region, carries, err := d.handle(ctx, rec)
 				if err != nil {
 					// Not accounted for: a record that ends the read (one
 					// that fails to decode may be any region's entry) must
@@ -163,10 +163,10 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 				}
 				switch {
 				case !rg.Scan:
-				case holds == holdsUnknown:
+				case carries == carriesUnknown:
 					skip(rec.Offset, rec.Offset+1)
 				default:
-					runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: holds == holdsNone})
+					runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: carries == carriesNone})
 				}
 				off = rec.Offset + 1
 			}
@@ -200,26 +200,26 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 }
 
 // skipCorrupt reports whether the pass skips corrupt records and gaps.
-func (d *decoder) skipCorrupt() bool { return d.r.o.SkipCorrupt && !d.indexOnly }
+func (d *decoder) skipCorrupt() bool { return d.reads.opts.SkipCorrupt && !d.indexOnly }
 
-// holding is what a scanned record tells the index about its offset.
-type holding int8
+// carrying is what a scanned record tells the index about its offset.
+type carrying int8
 
 const (
-	holdsNone    holding = iota // no entry: a mark, or a record that is not kwal's
-	holdsEntry                  // a part of its region's entry
-	holdsUnknown                // skipped under SkipCorrupt: undecodable, it may be any region's entry
+	carriesNone    carrying = iota // no entry: a mark, or a record that is not kwal's
+	carriesEntry                   // a part of its region's entry
+	carriesUnknown                 // skipped under SkipCorrupt: undecodable, it may be any region's entry
 )
 
 // handle decodes one record and feeds the assembler. It reports the
-// record's region, what it holds, and a read-ending error.
-func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, holding, error) {
-	r := d.r
+// record's region, what it carries, and a read-ending error.
+func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying, error) {
+	r := d.reads
 	d.stats.Records++
 	p, err := record.Decode(rec.Key, rec.Value)
 	if err == nil && p.Kind == record.KindMark {
 		r.noteMarkPart(d.topic, d.gen, rec.Offset, p)
-		return 0, holdsNone, nil
+		return 0, carriesNone, nil
 	}
 	if err != nil {
 		kind := "corrupt"
@@ -227,36 +227,36 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, holding,
 			kind = "foreign"
 		}
 		if d.indexOnly && kind == "foreign" {
-			return 0, holdsNone, nil
+			return 0, carriesNone, nil
 		}
 		if !d.skipCorrupt() {
-			return 0, holdsNone, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
+			return 0, carriesNone, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
 		}
-		r.m.skipped.WithLabelValues(kind).Inc()
+		r.metrics.skipped.WithLabelValues(kind).Inc()
 		r.log.Warn("kwal: skipping a record that is not a valid kwal record", "topic", d.topic, "offset", rec.Offset, "kind", kind, "err", err)
 		if kind == "foreign" {
-			return 0, holdsNone, nil // not kwal's: no entry (index/doc.go)
+			return 0, carriesNone, nil // not kwal's: no entry (index/doc.go)
 		}
-		return 0, holdsUnknown, nil
+		return 0, carriesUnknown, nil
 	}
 	from, ok := d.from[p.Region]
 	if !ok {
 		d.otherRegion++ // counted once per pass: this runs for every record
-		return p.Region, holdsEntry, nil
+		return p.Region, carriesEntry, nil
 	}
 	if rec.Offset < from {
 		d.beforeStart++
-		return p.Region, holdsEntry, nil
+		return p.Region, carriesEntry, nil
 	}
-	if p.Kind == record.KindFirst && int64(p.Size) > r.o.MaxEntryBytes {
-		return p.Region, holdsEntry, fmt.Errorf("kwal: read %q: the entry of region %d at offset %d holds %d bytes, more than a read of this store may hold (%d): %w",
-			d.topic, p.Region, rec.Offset, p.Size, r.o.MaxEntryBytes, ErrHoldExceeded)
+	if p.Kind == record.KindFirst && int64(p.Size) > r.opts.MaxEntryBytes {
+		return p.Region, carriesEntry, fmt.Errorf("kwal: read %q: the entry of region %d at offset %d holds %d bytes, more than a read of this store may hold (%d): %w",
+			d.topic, p.Region, rec.Offset, p.Size, r.opts.MaxEntryBytes, ErrHoldExceeded)
 	}
 	before := d.asm.OpenBytes()
 	st, err := d.asm.Add(rec.Offset, p)
 	r.hold.add(d.asm.OpenBytes() - before)
 	if st.Dropped {
-		r.m.skipped.WithLabelValues(st.Drop.Reason.String()).Inc()
+		r.metrics.skipped.WithLabelValues(st.Drop.Reason.String()).Inc()
 		if st.Drop.Reason == record.DropIncomplete {
 			r.log.Warn("kwal: dropping an incomplete entry: its writer went on to another entry of the region before writing all of it", "topic", d.topic,
 				"region", st.Drop.Region, "first_offset", st.Drop.First, "last_offset", st.Drop.Last)
@@ -264,25 +264,25 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, holding,
 	}
 	if err != nil {
 		if !d.skipCorrupt() {
-			return p.Region, holdsEntry, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
+			return p.Region, carriesEntry, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
 		}
-		r.m.skipped.WithLabelValues("corrupt").Inc()
+		r.metrics.skipped.WithLabelValues("corrupt").Inc()
 		r.log.Warn("kwal: skipping an entry that fails its checksum", "topic", d.topic, "offset", rec.Offset, "err", err)
-		return p.Region, holdsEntry, nil
+		return p.Region, carriesEntry, nil
 	}
 	if st.Complete {
 		e := st.Entry
 		if err := d.route.dispatch(ctx, assembled{Assembled: e, inResponse: e.First == e.Last && !e.Spilled}); err != nil {
-			return p.Region, holdsEntry, err
+			return p.Region, carriesEntry, err
 		}
 	}
 	if (st.Complete || st.Dropped) && len(d.route.waiting) > 0 {
 		if err := d.route.release(ctx, false); err != nil {
-			return p.Region, holdsEntry, err
+			return p.Region, carriesEntry, err
 		}
 	}
 	d.route.fit()
-	return p.Region, holdsEntry, nil
+	return p.Region, carriesEntry, nil
 }
 
 // gap checks offsets [from, to) that the response held no record for: they
@@ -290,8 +290,8 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, holding,
 // MissingError naming the first missing run, or, with SkipCorrupt, counts
 // every missing offset, logs each run and returns the runs (which the
 // index must not account for: see consume).
-func (d *decoder) gap(from, to int64, control []span) ([]span, error) {
-	var missing []span
+func (d *decoder) gap(from, to int64, control []offsetSpan) ([]offsetSpan, error) {
+	var missing []offsetSpan
 	for from < to {
 		covered := false
 		for _, c := range control {
@@ -315,8 +315,8 @@ func (d *decoder) gap(from, to int64, control []span) ([]span, error) {
 				Why: fmt.Sprintf("the fetched records jump from offset %d to %d, and no transaction marker fills the gap (records deleted from the middle of the log)", from, end)}
 		}
 		d.stats.Missing += end - from
-		d.r.skipMissing(d.topic, end-from, from, end, "gap in the log")
-		missing = append(missing, span{from, end})
+		d.reads.skipMissing(d.topic, end-from, from, end, "gap in the log")
+		missing = append(missing, offsetSpan{from, end})
 		from = end
 	}
 	return missing, nil
@@ -324,6 +324,6 @@ func (d *decoder) gap(from, to int64, control []span) ([]span, error) {
 
 // flushMetrics adds the pass's per-record counts to the metrics.
 func (d *decoder) flushMetrics() {
-	d.r.m.skipped.WithLabelValues("other_region").Add(float64(d.otherRegion))
-	d.r.m.skipped.WithLabelValues("before_start").Add(float64(d.beforeStart))
+	d.reads.metrics.skipped.WithLabelValues("other_region").Add(float64(d.otherRegion))
+	d.reads.metrics.skipped.WithLabelValues("before_start").Add(float64(d.beforeStart))
 }

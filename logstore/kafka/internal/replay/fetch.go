@@ -42,7 +42,7 @@ import (
 // whose ranges merge across regions, not the first read's plan and late
 // joins fetched range by range.
 type fetcher struct {
-	r       *Reads
+	reads   *Reads
 	topic   string
 	gen     uint64 // the topic's generation when the pass started (Gate)
 	noIndex bool
@@ -93,7 +93,7 @@ type fetched struct {
 	next int64 // the offset after the last record processed
 	// control are the offsets of the control batches (transaction markers)
 	// in the response: they hold no record, and are no gap.
-	control []span
+	control []offsetSpan
 	charge  *charge // the response's share of the Pool; the decoder holds one reference
 	err     error
 	join    *sub
@@ -133,7 +133,7 @@ func mode(rg index.Range) string {
 }
 
 // target is a chunk's size in bytes.
-func (f *fetcher) target() float64 { return float64(f.r.o.ChunkBytes) }
+func (f *fetcher) target() float64 { return float64(f.reads.opts.ChunkBytes) }
 
 // limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
 // little above it, so that the broker's whole batches reach the chunk's
@@ -141,7 +141,7 @@ func (f *fetcher) target() float64 { return float64(f.r.o.ChunkBytes) }
 // offsets). What a chunk gets beyond its end the next chunk fetches again.
 func (f *fetcher) limit(est float64) int32 {
 	est = est*1.02 + 1
-	return int32(min(max(est, 1), float64(f.r.o.FetchMaxBytes)))
+	return int32(min(max(est, 1), float64(f.reads.opts.FetchMaxBytes)))
 }
 
 // run fetches until the plan is done, an error is sent, or ctx ends. accept
@@ -150,7 +150,7 @@ func (f *fetcher) limit(est float64) int32 {
 func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinReq, accept func() bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	var running sync.WaitGroup
-	f.landed = make(chan *chunk, f.r.o.Conns)
+	f.landed = make(chan *chunk, f.reads.opts.Conns)
 	defer func() {
 		cancel()
 		running.Wait()
@@ -170,7 +170,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		}
 		for {
 			if more != nil {
-				freed = f.r.pool.Changed() // before fill: a release after it wakes us
+				freed = f.reads.pool.Changed() // before fill: a release after it wakes us
 				f.fill(ctx, &running)
 			}
 			select {
@@ -187,7 +187,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			}
 		}
 	}
-	if err := f.ld.refresh(ctx, f.r, f.topic); err != nil {
+	if err := f.ld.refresh(ctx, f.reads, f.topic); err != nil {
 		send(fetched{err: err})
 		return
 	}
@@ -204,7 +204,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		}
 	}
 	for {
-		freed := f.r.pool.Changed() // before fill: a release after it wakes us
+		freed := f.reads.pool.Changed() // before fill: a release after it wakes us
 		f.fill(ctx, &running)
 		if len(f.queue) == 0 {
 			return
@@ -234,7 +234,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		f.started--
 		f.stats.fetches++
 		f.stats.bytes += int64(res.bytes)
-		chg := newCharge(f.r.pool, f.charged, head.charged)
+		chg := newCharge(f.reads.pool, f.charged, head.charged)
 		head.charged = 0 // the charge is the decoder's now
 		res, err := f.settle(ctx, head, res)
 		if err != nil {
@@ -247,7 +247,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		}
 		if res.bytes > 0 {
 			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.next-res.base)
-			f.r.sizes.measured(f.topic, f.est.perOff)
+			f.reads.sizes.measured(f.topic, f.est.perOff)
 		}
 		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next, control: res.control, charge: chg}) || res.fp.Err != nil {
 			return
@@ -301,7 +301,7 @@ func (f *fetcher) releaseQueue() {
 	for _, c := range f.queue {
 		if c != nil && c.charged > 0 {
 			f.charged.Add(-c.charged)
-			f.r.pool.release(c.charged)
+			f.reads.pool.release(c.charged)
 			c.charged = 0
 		}
 	}
@@ -319,7 +319,7 @@ func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchR
 		if res.retry != nil {
 			var err error
 			f.ld.stale = true
-			if res, err = f.r.fetchAt(ctx, f.topic, &f.ld, c.off, maxBytes, mode(c.rg)); err != nil {
+			if res, err = f.reads.fetchAt(ctx, f.topic, &f.ld, c.off, maxBytes, mode(c.rg)); err != nil {
 				return res, err
 			}
 			f.stats.fetches++
@@ -328,10 +328,10 @@ func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchR
 		if res.fp.Err != nil || res.next > c.off {
 			return res, nil
 		}
-		if maxBytes >= f.r.o.FetchMaxBytes {
+		if maxBytes >= f.reads.opts.FetchMaxBytes {
 			return res, fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, c.off, res.bytes)
 		}
-		maxBytes = f.r.o.FetchMaxBytes
+		maxBytes = f.reads.opts.FetchMaxBytes
 		res = fetchResult{retry: errNoCompleteBatch}
 	}
 }
@@ -349,26 +349,26 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 	// up front would keep most small fetches of an indexed read off the
 	// wire.
 	n := int64(c.maxBytes)
-	conn, onWire, ok := f.r.pool.take(n, head)
+	conn, onWire, ok := f.reads.pool.take(n, head)
 	if !ok {
 		return false
 	}
 	f.charged.Add(n)
 	c.started, c.conn, c.onWire, c.charged = true, conn, onWire, n
 	f.started++
-	cl := f.r.o.Host.FetchClient(conn)
+	cl := f.reads.opts.Host.FetchClient(conn)
 	m, topic, md := f.ld.m, f.topic, mode(c.rg)
-	f.r.warm[conn].set()
+	f.reads.warm[conn].set()
 	running.Add(1)
 	go func() {
 		defer running.Done()
-		fctx, cancel := context.WithTimeout(ctx, f.r.o.RequestTimeout)
+		fctx, cancel := context.WithTimeout(ctx, f.reads.opts.RequestTimeout)
 		defer cancel()
-		c.res = f.r.fetchOnce(fctx, cl, topic, m, c.off, c.maxBytes, md)
+		c.res = f.reads.fetchOnce(fctx, cl, topic, m, c.off, c.maxBytes, md)
 		select {
 		case f.landed <- c:
 		case <-ctx.Done():
-			f.r.pool.landed(c.conn, 0)
+			f.reads.pool.landed(c.conn, 0)
 		}
 	}()
 	return true
@@ -380,7 +380,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 func (f *fetcher) land(c *chunk) {
 	c.isLanded = true
 	extra := max(int64(c.res.bytes)-c.charged, 0)
-	c.onWireEnd = f.r.pool.landed(c.conn, extra)
+	c.onWireEnd = f.reads.pool.landed(c.conn, extra)
 	f.charged.Add(extra)
 	c.charged += extra
 }
@@ -401,7 +401,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 			// for it, and chunks behind it may have filled the cap while
 			// it was replaced (the rest of a partial response, a joined
 			// read's chunk sorted before them).
-			if !c.started && ((!head && f.started >= 2*f.r.o.Conns) || !f.start(ctx, running, c, head)) {
+			if !c.started && ((!head && f.started >= 2*f.reads.opts.Conns) || !f.start(ctx, running, c, head)) {
 				return
 			}
 			head = false

@@ -27,8 +27,8 @@ func batches(bases []int64, n []int32, control []bool) []byte {
 // partial batch at the end of a response is left out.
 func TestControlSpans(t *testing.T) {
 	raw := batches([]int64{0, 3, 4, 9}, []int32{3, 1, 5, 2}, []bool{false, true, false, true})
-	require.Equal(t, []span{{3, 4}, {9, 11}}, controlSpans(raw))
-	require.Equal(t, []span{{3, 4}}, controlSpans(raw[:len(raw)-1]))
+	require.Equal(t, []offsetSpan{{3, 4}, {9, 11}}, controlSpans(raw))
+	require.Equal(t, []offsetSpan{{3, 4}}, controlSpans(raw[:len(raw)-1]))
 	require.Empty(t, controlSpans(nil))
 }
 
@@ -49,14 +49,14 @@ func FuzzControlSpans(f *testing.F) {
 		var bases []int64
 		var ns []int32
 		var ctl []bool
-		var want []span
+		var want []offsetSpan
 		off := int64(rng.IntN(1000))
 		for range rng.IntN(8) {
 			n := int32(1 + rng.IntN(10))
 			c := rng.IntN(3) == 0
 			bases, ns, ctl = append(bases, off), append(ns, n), append(ctl, c)
 			if c {
-				want = append(want, span{off, off + int64(n)})
+				want = append(want, offsetSpan{off, off + int64(n)})
 			}
 			off += int64(n)
 		}

@@ -100,7 +100,7 @@ func (r *Reads) sendListBatches(leader int32, l *leaderLists, b *listBatch) {
 		lb.mu.Lock()
 		topics := b.topics
 		lb.mu.Unlock()
-		ctx, cancel := context.WithTimeout(r.ctx, r.o.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.RequestTimeout)
 		b.listed, b.err = r.listPair(ctx, leader, topics)
 		cancel()
 		lb.mu.Lock()

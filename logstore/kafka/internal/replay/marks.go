@@ -39,9 +39,9 @@ type pruneMark struct {
 // began (Gate): a mark of a topic deleted since sets nothing.
 func (r *Reads) NoteMark(topic string, gen uint64, offset int64, m record.Mark) {
 	r.gate.update(topic, gen, func() {
-		if r.o.Index != nil {
+		if r.opts.Index != nil {
 			for _, rp := range m.Obsolete {
-				r.o.Index.Obsolete(topic, rp.Region, rp.Before)
+				r.opts.Index.Obsolete(topic, rp.Region, rp.Before)
 			}
 		}
 		if !m.Prune {

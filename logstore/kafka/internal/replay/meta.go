@@ -51,23 +51,23 @@ func (r *Reads) topicMeta(ctx context.Context, topic string, refresh bool) (topi
 			return m, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
-	details, err := r.o.Host.Admin().ListTopics(ctx, topic)
+	details, err := r.opts.Host.Admin().ListTopics(ctx, topic)
 	if err != nil {
 		return topicMeta{}, fmt.Errorf("metadata: %w", err)
 	}
 	td, ok := details[topic]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
 		r.meta.forget(topic)
-		return topicMeta{}, r.o.ErrUnknownNamespace
+		return topicMeta{}, r.opts.ErrUnknownNamespace
 	}
 	if td.Err != nil {
 		return topicMeta{}, fmt.Errorf("metadata: %w", td.Err)
 	}
 	p, ok := td.Partitions[partition]
 	if !ok {
-		return topicMeta{}, fmt.Errorf("partition %d: %w", partition, r.o.ErrUnknownNamespace)
+		return topicMeta{}, fmt.Errorf("partition %d: %w", partition, r.opts.ErrUnknownNamespace)
 	}
 	if p.Err != nil || p.Leader < 0 {
 		return topicMeta{}, fmt.Errorf("partition %d has no leader: %w", partition, errors.Join(p.Err, kerr.LeaderNotAvailable))

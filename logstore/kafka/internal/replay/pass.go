@@ -22,7 +22,7 @@ import (
 // NoIndex setting, so that what a read yields is exactly what it would
 // yield alone.
 type pass struct {
-	r       *Reads
+	owner   *Reads
 	id      uint64
 	topic   string
 	noIndex bool
@@ -120,7 +120,7 @@ func (p *pass) accept() bool {
 	}
 	p.subs++
 	p.reads++
-	if h := p.r.hooks.Join; h != nil {
+	if h := p.owner.hooks.Join; h != nil {
 		h()
 	}
 	return true
@@ -152,12 +152,12 @@ func (r *Reads) startPass(topic string, noIndex bool, end int64, sb *sub, ranges
 	r.passID++
 	id := r.passID
 	r.passMu.Unlock()
-	p := &pass{r: r, id: id, topic: topic, noIndex: noIndex, end: end, cancel: cancel, joins: make(chan joinReq),
+	p := &pass{owner: r, id: id, topic: topic, noIndex: noIndex, end: end, cancel: cancel, joins: make(chan joinReq),
 		fetching: make(chan struct{}), flushed: make(chan struct{}), finished: make(chan struct{}), subs: 1, reads: 1}
 
 	gen := r.gate.generation(topic)
 	charged := new(atomic.Int64)
-	f := &fetcher{r: r, topic: topic, gen: gen, noIndex: noIndex, charged: charged,
+	f := &fetcher{reads: r, topic: topic, gen: gen, noIndex: noIndex, charged: charged,
 		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*chunk{{join: sb}}, cohorts: cohorts}
 	f.est = r.startEstimate(topic)
 	f.stats.scan = noIndex || (len(ranges) == 1 && ranges[0].Scan)

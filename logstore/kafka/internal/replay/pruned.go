@@ -44,7 +44,7 @@ func (r *Reads) proveNothingPruned(ctx context.Context, topic string, gen uint64
 	slices.SortFunc(below, func(a, b regionFrom) int { return cmp.Compare(a.region, b.region) })
 	var unproven []regionFrom
 	for _, b := range below {
-		if r.o.Index == nil || !r.o.Index.HadNone(topic, uint64(b.region), fromOffset(b.id), start) {
+		if r.opts.Index == nil || !r.opts.Index.HadNone(topic, uint64(b.region), fromOffset(b.id), start) {
 			unproven = append(unproven, b)
 		}
 	}
@@ -99,7 +99,7 @@ func (r *Reads) findPruneMark(ctx context.Context, topic string, gen uint64, sta
 		off = start // searched a longer log: the topic was recreated
 	}
 	for off < end {
-		res, err := r.fetchAt(ctx, topic, &ld, off, r.o.FetchMaxBytes, "scan")
+		res, err := r.fetchAt(ctx, topic, &ld, off, r.opts.FetchMaxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err
 		}
@@ -196,12 +196,12 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 				below = append(below, regionFrom{region: logstore.RegionID(region), id: logstore.EntryID(at + 1)})
 			}
 		}
-		if perr := f.r.proveNothingPruned(ctx, f.topic, f.gen, below, sm.start, sm.end); perr != nil {
+		if perr := f.reads.proveNothingPruned(ctx, f.topic, f.gen, below, sm.start, sm.end); perr != nil {
 			return errors.Join(perr, sm.cause)
 		}
 		f.provenTo = sm.start
 		// A prune racing a read, proven harmless: nothing to act on.
-		f.r.log.Debug("kwal: the log start rose above a read in progress; the read needed nothing below it and goes on",
+		f.reads.log.Debug("kwal: the log start rose above a read in progress; the read needed nothing below it and goes on",
 			"topic", f.topic, "offset", head.off, "log_start", sm.start)
 	}
 	if sm.start >= head.rg.End {
@@ -223,11 +223,11 @@ func (r *Reads) lostTail(topic string, from map[uint64]int64, end, w int64, st *
 	for region, off := range from {
 		past[region] = max(off, end)
 	}
-	var lost []span
+	var lost []offsetSpan
 	var n int64
-	for _, rg := range r.o.Index.Plan(topic, past, w).Ranges {
+	for _, rg := range r.opts.Index.Plan(topic, past, w).Ranges {
 		if !rg.Scan {
-			lost = append(lost, span{rg.Start, rg.End})
+			lost = append(lost, offsetSpan{rg.Start, rg.End})
 			n += rg.End - rg.Start
 		}
 	}
@@ -238,7 +238,7 @@ func (r *Reads) lostTail(topic string, from map[uint64]int64, end, w int64, st *
 	}
 	why := fmt.Sprintf("the log ends at offset %d, but the index knows of records of the regions read at offsets [%d, %d) (a truncated or damaged log, lost broker data, or a recreated topic)",
 		end, lost[0].from, lost[len(lost)-1].to)
-	if !r.o.SkipCorrupt {
+	if !r.opts.SkipCorrupt {
 		return &logstore.MissingError{Namespace: topic, From: end, To: w, Why: why}
 	}
 	st.Missing += n
@@ -249,6 +249,6 @@ func (r *Reads) lostTail(topic string, from map[uint64]int64, end, w int64, st *
 // skipMissing counts and logs n missing offsets within [from, to), skipped
 // under SkipCorrupt.
 func (r *Reads) skipMissing(topic string, n, from, to int64, why string) {
-	r.m.skipped.WithLabelValues("missing").Add(float64(n))
+	r.metrics.skipped.WithLabelValues("missing").Add(float64(n))
 	r.log.Warn("kwal: offsets missing from the log; their entries are lost", "topic", topic, "from", from, "to", to, "why", why)
 }

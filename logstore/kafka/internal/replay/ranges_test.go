@@ -15,20 +15,20 @@ import (
 // offset from every fetch (a seed from another topic replaced by the first
 // measurement, not averaged with it), a small fetch's time as the latency,
 // a big one's as the rate beyond the latency; and the gap rule: read
-// through the offsets that stream in less than a fetch's latency, nothing
-// before both were measured.
+// through the offsets that stream in less than a fetch's latency, priced
+// with the priors (500 µs, 1 GB/s) until each is measured.
 func TestEstimate(t *testing.T) {
 	e := estimate{perOff: 5000, seeded: true}
 	require.True(t, e.known())
-	require.Zero(t, e.gapWorth(), "nothing measured: no gap is read through")
+	require.EqualValues(t, 100, e.gapWorth(), "nothing measured: the priors, 500 µs at 1 GB/s over 5 KB offsets")
 	e.learn(time.Millisecond, 10_000, 10) // small: latency
 	require.InDelta(t, 1000, e.perOff, 1e-9, "the seed is replaced")
 	require.InDelta(t, 0.001, e.latency, 1e-12)
-	require.Zero(t, e.gapWorth(), "no rate yet")
-	e.learn(3*time.Millisecond, 2_000_000, 2000) // big: 2 MB in 2 ms beyond the latency
+	require.EqualValues(t, 1000, e.gapWorth(), "no rate yet: the measured 1 ms at the prior 1 GB/s over 1 KB offsets")
+	e.learn(5*time.Millisecond, 2_000_000, 2000) // big: 2 MB in 4 ms beyond the latency
 	require.InDelta(t, 1000, e.perOff, 1e-9)
-	require.InDelta(t, 1e9, e.rate, 1)
-	require.EqualValues(t, 1000, e.gapWorth(), "1 ms at 1 GB/s is 1 MB: 1,000 offsets of 1 KB")
+	require.InDelta(t, 5e8, e.rate, 1)
+	require.EqualValues(t, 500, e.gapWorth(), "1 ms at 500 MB/s is 500 KB: 500 offsets of 1 KB")
 	e.learn(time.Millisecond, 1, 0) // nothing learned from an empty advance
 	require.InDelta(t, 1000, e.perOff, 1e-9)
 

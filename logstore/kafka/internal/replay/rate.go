@@ -66,15 +66,32 @@ func (e *estimate) learn(took time.Duration, n int, offsets int64) {
 
 // gapWorth is how many offsets of other regions' records a pass reads
 // through rather than start another fetch: those it streams in less than a
-// fetch's latency (within the pass's gapShare). 0 until both were
-// measured: until then the pass reads only its ranges (and the index's
-// MergeGap).
+// fetch's latency (within the pass's gapShare). Until the pass measured a
+// latency or a rate, it prices with priors: a local broker's round trip,
+// and the rate a broker streams from its page cache. A pass of few regions
+// may never fetch enough at once to measure the rate, and without a rate it
+// would read every range alone, a round trip each (docs/benchmarks.md,
+// "Read path A/B").
 func (e *estimate) gapWorth() int64 {
-	if e.latency <= 0 || e.rate <= 0 || e.perOff <= 0 {
+	if e.perOff <= 0 {
 		return 0
 	}
-	return int64(e.latency * e.rate / e.perOff)
+	latency, rate := e.latency, e.rate
+	if latency <= 0 {
+		latency = priorLatency.Seconds()
+	}
+	if rate <= 0 {
+		rate = priorRate
+	}
+	return int64(latency * rate / e.perOff)
 }
+
+// The priors of gapWorth: about a local Kafka broker's fetch round trip,
+// and about the rate it streams from its page cache to a pipelined scan.
+const (
+	priorLatency = 500 * time.Microsecond
+	priorRate    = 1e9
+)
 
 // shareOf is a fetch's share of the time it took: took divided by the
 // fetches on the wire while it ran, taken as the mean of their count when

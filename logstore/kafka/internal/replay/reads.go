@@ -83,9 +83,9 @@ var errStop = errors.New("kwal: read stopped by its caller")
 // fetch connections' budget, the metadata and marks reads learn, and the
 // gate of their index updates. Close ends it.
 type Reads struct {
-	o   Options
-	log *slog.Logger
-	m   *Metrics
+	opts    Options
+	log     *slog.Logger
+	metrics *Metrics
 
 	ctx  context.Context // cancelled by Close: reads in progress end
 	stop context.CancelFunc
@@ -134,7 +134,7 @@ func New(o Options) *Reads {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
 	}
-	r := &Reads{o: o, log: o.Logger, m: o.Metrics, topics: make(map[string]*topicPasses)}
+	r := &Reads{opts: o, log: o.Logger, metrics: o.Metrics, topics: make(map[string]*topicPasses)}
 	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.marks.init()
 	r.pool = NewPool(o.Conns, int64(o.FetchMaxBytes))
@@ -253,7 +253,7 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 			// Every ID a caller learned from this log is at most its end:
 			// one above it means the log lost entries (a recreated or
 			// truncated topic), or the ID is not this log's.
-			return fmt.Errorf("kwal: read %q region %d from ID %d: the namespace's latest entry ID is %d: %w", topic, region, id, end, r.o.ErrFutureID)
+			return fmt.Errorf("kwal: read %q region %d from ID %d: the namespace's latest entry ID is %d: %w", topic, region, id, end, r.opts.ErrFutureID)
 		}
 		off := fromOffset(id)
 		if off < start {
@@ -275,8 +275,8 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 	// fails with it. Checked before the early return, so that a read from
 	// past the log's end fails too.
 	var lostErr error
-	if r.o.Index != nil {
-		if w, lost := r.o.Host.StartIndex(topic, gen, start, end); lost {
+	if r.opts.Index != nil {
+		if w, lost := r.opts.Host.StartIndex(topic, gen, start, end); lost {
 			lostErr = r.lostTail(topic, offs, end, w, st)
 		}
 	}
@@ -284,8 +284,8 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 		return lostErr
 	}
 	var plan index.Plan
-	if r.o.Index != nil && !req.NoIndex {
-		plan = r.o.Index.Plan(topic, offs, end)
+	if r.opts.Index != nil && !req.NoIndex {
+		plan = r.opts.Index.Plan(topic, offs, end)
 	} else {
 		plan = index.Plan{Ranges: []index.Range{{Start: lo, End: end, Scan: true}}}
 	}

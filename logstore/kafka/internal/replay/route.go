@@ -32,7 +32,7 @@ import (
 // memory: an entry no longer than Options.MaxEntryBytes is always
 // returned.
 type router struct {
-	r        *Reads
+	reads    *Reads
 	topic    string
 	asm      *record.Assembler
 	regions  map[uint64][]*route
@@ -61,13 +61,13 @@ type heldEntry struct {
 }
 
 func newRouter(r *Reads, flushed chan struct{}) *router {
-	return &router{r: r, regions: make(map[uint64][]*route), flushed: flushed}
+	return &router{reads: r, regions: make(map[uint64][]*route), flushed: flushed}
 }
 
 // add registers a joining read; from, the decoder's lowest wanted offset
 // per region, takes its regions in.
 func (rt *router) add(sb *sub, from map[uint64]int64) {
-	ro := &route{sub: sb, batch: delivery{budget: &rt.r.hold}}
+	ro := &route{sub: sb, batch: delivery{budget: &rt.reads.hold}}
 	rt.routes = append(rt.routes, ro)
 	for region, off := range sb.from {
 		rt.regions[region] = append(rt.regions[region], ro)
@@ -104,7 +104,7 @@ func (rt *router) dispatch(ctx context.Context, a assembled) error {
 		h := heldEntry{a: e}
 		if !e.Spilled {
 			h.bytes = int64(len(e.Data))
-			rt.r.hold.add(h.bytes)
+			rt.reads.hold.add(h.bytes)
 		}
 		i, _ := slices.BinarySearchFunc(ro.held, e.First, func(x heldEntry, first int64) int {
 			return int(min(max(x.a.First-first, -1), 1))
@@ -138,9 +138,9 @@ func (rt *router) deliver(ctx context.Context, ro *route, a assembled) error {
 		return nil
 	}
 	n := int64(len(a.Data))
-	rt.r.hold.add(n)
+	rt.reads.hold.add(n)
 	ro.batch.hold += n
-	if ro.batch.hold >= rt.r.o.HoldBytes/4 || rt.r.hold.over() {
+	if ro.batch.hold >= rt.reads.opts.HoldBytes/4 || rt.reads.hold.over() {
 		// Entries read back (or held long) add up: hand them over now
 		// rather than build a batch of everything that waited.
 		return rt.flushRoute(ctx, ro)
@@ -169,7 +169,7 @@ func (rt *router) release(ctx context.Context, all bool) error {
 				break
 			}
 			n++
-			rt.r.hold.add(-h.bytes)
+			rt.reads.hold.add(-h.bytes)
 			if !ro.gone {
 				if err := rt.deliver(ctx, ro, h.a); err != nil {
 					return err
@@ -192,7 +192,7 @@ func (rt *router) release(ctx context.Context, all bool) error {
 // fit spills the pass's largest entries while the store's hold budget is
 // over (see router). The open entries' bytes are the assembler's.
 func (rt *router) fit() {
-	for rt.r.hold.over() {
+	for rt.reads.hold.over() {
 		var bestRegion uint64
 		best, isOpen := int64(0), false
 		var bestHeld *heldEntry
@@ -213,14 +213,14 @@ func (rt *router) fit() {
 		case best == 0:
 			return // nothing of this pass's left to spill
 		case isOpen:
-			rt.r.hold.add(-rt.asm.Spill(bestRegion))
+			rt.reads.hold.add(-rt.asm.Spill(bestRegion))
 		default:
-			rt.r.hold.add(-bestHeld.bytes)
+			rt.reads.hold.add(-bestHeld.bytes)
 			bestHeld.bytes = 0
 			bestHeld.a.Data, bestHeld.a.Spilled = nil, true
 		}
 		rt.spilled++
-		rt.r.m.spilled.Inc()
+		rt.reads.metrics.spilled.Inc()
 	}
 }
 
@@ -240,7 +240,7 @@ func (rt *router) flush(ctx context.Context) error {
 // flushRoute hands ro's read its batch (see flush).
 func (rt *router) flushRoute(ctx context.Context, ro *route) error {
 	ro.charged = false
-	defer func() { ro.batch = delivery{budget: &rt.r.hold} }()
+	defer func() { ro.batch = delivery{budget: &rt.reads.hold} }()
 	if len(ro.batch.entries) == 0 || ro.gone {
 		ro.batch.release()
 		return nil
@@ -280,7 +280,7 @@ func (rt *router) abandon() {
 	for _, ro := range rt.routes {
 		ro.batch.release()
 		for _, h := range ro.held {
-			rt.r.hold.add(-h.bytes)
+			rt.reads.hold.add(-h.bytes)
 		}
 		ro.held = nil
 	}
@@ -291,7 +291,7 @@ func (rt *router) abandon() {
 // records in [a.First, a.Last], reassembled and checked against the length
 // and CRC the pass checked when it first passed.
 func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte, error) {
-	r := rt.r
+	r := rt.reads
 	asm := record.NewAssembler()
 	fail := func(err error) ([]byte, error) {
 		return nil, fmt.Errorf("kwal: read %q: reading back the entry of region %d at offsets [%d, %d]: %w", rt.topic, a.Region, a.First, a.Last, err)
@@ -303,9 +303,9 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 	}
 	defer func() { <-r.readBackTurn }()
 	for off := a.First; off <= a.Last; {
-		r.pool.readBack(int64(r.o.FetchMaxBytes))
+		r.pool.readBack(int64(r.opts.FetchMaxBytes))
 		data, next, err := rt.readBackFrom(ctx, asm, a, off)
-		r.pool.release(int64(r.o.FetchMaxBytes))
+		r.pool.release(int64(r.opts.FetchMaxBytes))
 		if err != nil || data != nil {
 			if err != nil {
 				return fail(err)
@@ -320,8 +320,8 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 // readBackFrom is one fetch of readBackEntry, at off: the entry's data
 // once it completed, or the offset to fetch next.
 func (rt *router) readBackFrom(ctx context.Context, asm *record.Assembler, a record.Assembled, off int64) ([]byte, int64, error) {
-	r := rt.r
-	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, r.o.FetchMaxBytes, "read back")
+	r := rt.reads
+	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, r.opts.FetchMaxBytes, "read back")
 	if err != nil {
 		return nil, 0, err
 	}

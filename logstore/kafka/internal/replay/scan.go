@@ -10,7 +10,7 @@ import (
 // ScanIntoIndex scans ranges of the topic (ascending, below end) in a pass
 // of its own (no read joins it), whose decoding loop reports the scanned
 // records to the index and notes the marks. Records that are not kwal's
-// count as holding no entry; a kwal record that fails to decode, or a gap,
+// count as carrying no entry; a kwal record that fails to decode, or a gap,
 // fails the scan, even with SkipCorrupt. Index updates go through the gate
 // with generation gen. Each fetch is bounded by RequestTimeout; ctx bounds
 // the whole.
@@ -18,7 +18,7 @@ func (r *Reads) ScanIntoIndex(ctx context.Context, topic string, gen uint64, ran
 	if len(ranges) == 0 {
 		return nil
 	}
-	f := &fetcher{r: r, topic: topic, gen: gen, charged: new(atomic.Int64), est: r.startEstimate(topic),
+	f := &fetcher{reads: r, topic: topic, gen: gen, charged: new(atomic.Int64), est: r.startEstimate(topic),
 		pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
 	f.stats.scan = true
 	d := newDecoder(r, topic, gen, end, newRouter(r, nil))
@@ -38,7 +38,7 @@ func (r *Reads) ScanIntoIndex(ctx context.Context, topic string, gen uint64, ran
 		m.charge.done()
 	}
 	<-done
-	d.r.hold.add(-d.asm.OpenBytes())
+	d.reads.hold.add(-d.asm.OpenBytes())
 	d.flushMetrics()
 	r.sizes.finished(f.est)
 	return err

@@ -29,14 +29,14 @@ func (w *warmFlag) isSet() bool { return w.v.Load() }
 // to be opened by the read that needs it. A store whose index knows no
 // topic warms nothing.
 func (r *Reads) Warm(ctx context.Context) {
-	if r.o.Index == nil {
+	if r.opts.Index == nil {
 		return
 	}
-	topics := r.o.Index.Topics()
+	topics := r.opts.Index.Topics()
 	if len(topics) == 0 {
 		return
 	}
-	details, err := r.o.Host.Admin().ListTopics(ctx, topics...)
+	details, err := r.opts.Host.Admin().ListTopics(ctx, topics...)
 	if err != nil {
 		r.log.Debug("kwal: open: warming reads: metadata", "err", err)
 		return
@@ -65,8 +65,8 @@ func (r *Reads) Warm(ctx context.Context) {
 			}
 		})
 	}
-	for k := range r.o.Conns {
-		cl := r.o.Host.FetchClient(k)
+	for k := range r.opts.Conns {
+		cl := r.opts.Host.FetchClient(k)
 		wg.Go(func() {
 			all := true
 			for leader := range leaders {

@@ -24,7 +24,7 @@ import (
 type fetchResult struct {
 	fp      kgo.FetchPartition
 	next    int64
-	control []span        // offsets of the control batches fetched (see controlSpans)
+	control []offsetSpan  // offsets of the control batches fetched (see controlSpans)
 	bytes   int           // record batch bytes fetched
 	base    int64         // first offset of the first batch (may be below the offset asked for)
 	took    time.Duration // the request's round trip
@@ -64,8 +64,8 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 	began := time.Now()
 	kresp, err := cl.Broker(int(m.leader)).Request(ctx, req)
 	took := time.Since(began)
-	r.m.fetchLatency.Observe(took.Seconds())
-	r.m.fetches.WithLabelValues(mode).Inc()
+	r.metrics.fetchLatency.Observe(took.Seconds())
+	r.metrics.fetches.WithLabelValues(mode).Inc()
 	if err != nil {
 		return fetchResult{retry: err}
 	}
@@ -81,7 +81,7 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 	switch {
 	case perr == nil:
 		n := len(rp.RecordBatches)
-		r.m.fetchedBytes.WithLabelValues(topic, mode).Add(float64(n))
+		r.metrics.fetchedBytes.WithLabelValues(topic, mode).Add(float64(n))
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset: off, Topic: topic, Partition: partition,
 		}, rp, kgo.DefaultDecompressor(), nil)
@@ -110,10 +110,10 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 // retried chunk, a spilled entry read again, the search for a prune mark).
 // ld is the caller's leader (looked up when zero), kept up to date.
 func (r *Reads) fetchAt(ctx context.Context, topic string, ld *leader, off int64, maxBytes int32, mode string) (fetchResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
 	var res fetchResult
-	ended, err := retry.Every(ctx, r.o.RetryBackoff, func(attempt int) (bool, error) {
+	ended, err := retry.Every(ctx, r.opts.RetryBackoff, func(attempt int) (bool, error) {
 		if attempt > 0 || !ld.known {
 			if err := ld.refresh(ctx, r, topic); err != nil {
 				if res.retry != nil {
@@ -122,7 +122,7 @@ func (r *Reads) fetchAt(ctx context.Context, topic string, ld *leader, off int64
 				return true, err
 			}
 		}
-		res = r.fetchOnce(ctx, r.o.Host.FetchClient(r.o.Conns-1), topic, ld.m, off, maxBytes, mode)
+		res = r.fetchOnce(ctx, r.opts.Host.FetchClient(r.opts.Conns-1), topic, ld.m, off, maxBytes, mode)
 		if res.err != nil {
 			return true, res.err
 		}
@@ -161,7 +161,7 @@ func (ld *leader) refresh(ctx context.Context, r *Reads, topic string) error {
 // start moved past off (retention or pruning ran during the read); the
 // fetcher then checks whether the pass needed what went (startMovedError).
 func (r *Reads) outOfRange(ctx context.Context, topic string, off int64, cause error) error {
-	start, end, err := r.o.Host.Offsets(ctx, topic)
+	start, end, err := r.opts.Host.Offsets(ctx, topic)
 	if err == nil && start > off {
 		return &startMovedError{
 			pruned: &logstore.PrunedError{Namespace: topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)},
@@ -171,16 +171,16 @@ func (r *Reads) outOfRange(ctx context.Context, topic string, off int64, cause e
 	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, cause)
 }
 
-// span is the offsets [from, to).
-type span struct{ from, to int64 }
+// offsetSpan is the offsets [from, to).
+type offsetSpan struct{ from, to int64 }
 
 // controlSpans returns the offsets of the complete control batches in a
 // fetch response's record batches.
-func controlSpans(raw []byte) []span {
-	var out []span
+func controlSpans(raw []byte) []offsetSpan {
+	var out []offsetSpan
 	for b := range batchFrames(raw) {
 		if b.control && b.next > 0 {
-			out = append(out, span{from: b.base, to: b.next})
+			out = append(out, offsetSpan{from: b.base, to: b.next})
 		}
 	}
 	return out
