@@ -13,15 +13,26 @@
 // names the first process and the address its broker listens on. The OS
 // drops the lock when the process ends, however it ends, so a crash never
 // leaves the directory locked.
+//
+// The broker never drops acknowledged records silently. Before loading the
+// data directory, Start checks every partition's segments (see disk.go):
+// when loading them would drop records (damage followed by intact records,
+// or a partition that ends below where the last clean stop left it), Start
+// refuses with a *DamagedError naming each partition and the offsets it
+// would lose, and changes nothing; AcceptLoss starts it anyway, without
+// those records. The end of a write that a crash interrupted (a torn tail:
+// nothing intact after it) is cut, and the cut is logged.
 package embedded
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -37,8 +48,10 @@ const MaxMessageBytes = 67174400
 
 // options is what the Options set.
 type options struct {
-	owner string
-	kfake []kfake.Opt
+	owner      string
+	kfake      []kfake.Opt
+	acceptLoss bool
+	log        *slog.Logger
 }
 
 // Option changes how Start starts the broker.
@@ -54,6 +67,17 @@ func WithOwner(owner string) Option { return func(o *options) { o.owner = owner 
 func WithKfakeOptions(opts ...kfake.Opt) Option {
 	return func(o *options) { o.kfake = append(o.kfake, opts...) }
 }
+
+// AcceptLoss starts the broker even when loading the data directory drops
+// records (Start's *DamagedError names them): the broker cuts each damaged
+// segment where the damage begins, as Kafka's own recovery does, and Start
+// logs every partition's loss. Copy the directory first to keep what the
+// cut drops.
+func AcceptLoss() Option { return func(o *options) { o.acceptLoss = true } }
+
+// WithLogger sets where Start logs the segment ends it lets the broker cut
+// (torn writes, and losses under AcceptLoss). Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // ClusterOptions are the kfake options of every embedded broker: one
 // broker that accepts kwal's largest batches.
@@ -101,16 +125,25 @@ func (e *InUseError) Is(target error) bool { return target == ErrInUse }
 // and a function that stops it (and releases the data directory). With
 // dataDir "" the broker keeps its data in memory; otherwise in dataDir
 // (created if needed), which it locks first: when another process holds
-// it, Start returns an *InUseError at once.
+// it, Start returns an *InUseError at once. Then it checks the segments:
+// when loading them would drop records, it returns a *DamagedError (unless
+// AcceptLoss).
 func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err error) {
 	o := options{owner: filepath.Base(os.Args[0])}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
 	kopts := ClusterOptions()
 	var lock *flock.Flock
 	if dataDir != "" {
 		if lock, err = lockDir(dataDir); err != nil {
+			return nil, nil, err
+		}
+		if err := checkBeforeLoad(dataDir, o); err != nil {
+			_ = lock.Unlock()
 			return nil, nil, err
 		}
 		kopts = append(kopts, kfake.DataDir(dataDir))
@@ -124,6 +157,13 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 	}
 	addrs = c.ListenAddrs()
 	if lock != nil {
+		// The broker runs: from now on the manifest of the last stop is
+		// out of date until the next stop writes it again.
+		if err := removeManifest(dataDir); err != nil {
+			c.Close()
+			_ = lock.Unlock()
+			return nil, nil, fmt.Errorf("embedded broker: removing %s: %w", ManifestFile, err)
+		}
 		// The holder is recorded best-effort: a directory that cannot be
 		// written already failed the broker's start.
 		h := Holder{PID: os.Getpid(), Owner: o.owner, Brokers: addrs, Since: time.Now()}
@@ -131,13 +171,60 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 			_ = os.WriteFile(lock.Path(), append(b, '\n'), 0o644)
 		}
 	}
+	var once sync.Once
 	stop = func() {
-		c.Close()
-		if lock != nil {
+		once.Do(func() {
+			if lock == nil {
+				c.Close()
+				return
+			}
+			m, merr := snapshotManifest(c, dataDir)
+			c.Close()
+			if merr == nil {
+				merr = writeManifest(dataDir, m)
+			}
+			if merr != nil {
+				// Without it the next start checks the segments alone, as
+				// after a crash.
+				o.log.Warn("embedded broker: writing the shutdown manifest", "dir", dataDir, "err", merr)
+			}
 			_ = lock.Unlock()
-		}
+		})
 	}
 	return addrs, stop, nil
+}
+
+// checkBeforeLoad checks the data directory's segments: it refuses a loss
+// unless o.acceptLoss, and logs what the broker will cut.
+func checkBeforeLoad(dir string, o options) error {
+	m, err := readManifest(dir)
+	if err != nil {
+		// A manifest that cannot be read only weakens the check: the
+		// segments are still checked, as after a crash.
+		o.log.Warn("embedded broker: ignoring the shutdown manifest", "dir", dir, "err", err)
+		m = nil
+	}
+	rep, err := checkDisk(dir, m)
+	if err != nil {
+		return fmt.Errorf("embedded broker: checking the data directory %s: %w", dir, err)
+	}
+	if len(rep.losses) > 0 && !o.acceptLoss {
+		return &DamagedError{Dir: dir, Losses: rep.losses}
+	}
+	for _, l := range rep.losses {
+		o.log.Warn("embedded broker: dropping records of a damaged segment (AcceptLoss)", "loss", l.String())
+		if err := l.cut.apply(); err != nil {
+			return fmt.Errorf("embedded broker: cutting %s at byte %d: %w", l.cut.segment, l.cut.at, err)
+		}
+	}
+	for _, t := range rep.torn {
+		o.log.Warn("embedded broker: cutting the torn end of a segment (a write a crash interrupted; nothing intact follows it)",
+			"topic", t.topic, "partition", t.partition, "segment", t.segment, "at_byte", t.at, "bytes", t.bytes, "next_offset", t.next)
+		if err := t.cut.apply(); err != nil {
+			return fmt.Errorf("embedded broker: cutting %s at byte %d: %w", t.segment, t.at, err)
+		}
+	}
+	return nil
 }
 
 // lockDir takes the data directory's lock, or returns an *InUseError.
