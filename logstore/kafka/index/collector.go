@@ -59,6 +59,7 @@ func Open(ctx context.Context, opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+
 	g := &Collector{
 		opts:   opts,
 		log:    opts.Logger,
@@ -68,6 +69,7 @@ func Open(ctx context.Context, opts Options) (*Collector, error) {
 	if opts.Store != nil {
 		g.load(ctx)
 		if err := ctx.Err(); err != nil {
+			m.release()
 			return nil, fmt.Errorf("index: loading from the store: %w", err)
 		}
 	}
@@ -311,7 +313,8 @@ func (g *Collector) Checkpoint(ctx context.Context) error {
 }
 
 // Close stops the background checkpoint goroutine, then writes a final
-// checkpoint. Later calls of Close return nil, of
+// checkpoint, and unregisters the metrics (once no other Collector on the
+// same Registerer shares them). Later calls of Close return nil, of
 // Checkpoint and Drop ErrClosed; Start, Observe, Obsolete and Plan go on
 // working in memory.
 func (g *Collector) Close(ctx context.Context) error {
@@ -328,5 +331,6 @@ func (g *Collector) Close(ctx context.Context) error {
 		<-g.done
 	}
 	_, err := g.checkpointAll(ctx)
+	g.m.release()
 	return err
 }
