@@ -14,14 +14,17 @@
 // drops the lock when the process ends, however it ends, so a crash never
 // leaves the directory locked.
 //
-// The broker never drops acknowledged records silently. Before loading the
-// data directory, Start checks every partition's segments (see disk.go):
-// when loading them would drop records (damage followed by intact records,
-// or a partition that ends below where the last clean stop left it), Start
-// refuses with a *DamagedError naming each partition and the offsets it
-// would lose, and changes nothing; AcceptLoss starts it anyway, without
-// those records. The end of a write that a crash interrupted (a torn tail:
-// nothing intact after it) is cut, and the cut is logged.
+// The broker never drops records silently. Before loading the data
+// directory, Start checks each partition's segments the way the broker
+// loads them (disk.go). When loading would drop records (damage followed by
+// intact records, a batch whose offset field is damaged, or a partition
+// that ends below where the last clean stop recorded it in ManifestFile),
+// Start refuses with a *DamagedError that names each partition and the
+// offsets it would lose, and changes nothing; AcceptLoss starts the broker
+// anyway, without those records. The torn end of a write that a crash
+// interrupted (nothing intact after it, nothing recorded past it) is cut,
+// and the cut is logged. A crash leaves no manifest, so after one, damage
+// in the last batch of a partition cannot be told from a torn write.
 package embedded
 
 import (
@@ -212,7 +215,7 @@ func checkBeforeLoad(dir string, o options) error {
 		return &DamagedError{Dir: dir, Losses: rep.losses}
 	}
 	for _, l := range rep.losses {
-		o.log.Warn("embedded broker: dropping records of a damaged segment (AcceptLoss)", "loss", l.String())
+		o.log.Warn("embedded broker: the loss is accepted: dropping records of a damaged segment", "loss", l.String())
 		if err := l.cut.apply(); err != nil {
 			return fmt.Errorf("embedded broker: cutting %s at byte %d: %w", l.cut.segment, l.cut.at, err)
 		}

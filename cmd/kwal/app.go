@@ -76,9 +76,10 @@ type app struct {
 
 // globalFlags are the persistent flags of the root command.
 type globalFlags struct {
-	brokers  []string
-	dataDir  string
-	indexDir string
+	brokers    []string
+	dataDir    string
+	indexDir   string
+	acceptLoss bool
 
 	tls           bool
 	tlsCA         string
@@ -172,7 +173,10 @@ that keeps its data on disk under --data-dir (<data-dir>/kafka), so that
 later commands see what earlier ones wrote. The data dir belongs to one
 command at a time (an OS file lock): a second command on it fails at once,
 naming the process that holds it and the address its broker listens on.
-With --brokers, any Kafka is used.
+Before it starts, the embedded broker checks its files: when loading them
+would drop records (a damaged disk), it refuses, naming each partition and
+the offsets it would lose, and changes nothing; --accept-data-loss starts
+it without them. With --brokers, any Kafka is used.
 
 The region index is kept in --index-dir: by default <data-dir>/index for the
 embedded broker and <data-dir>/index-<brokers> with --brokers, so that the
@@ -207,6 +211,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringSliceVar(&a.g.brokers, "brokers", nil, "seed brokers host:port, comma-separated; empty starts an embedded broker")
 	pf.StringVar(&a.g.dataDir, "data-dir", defaultDataDir, "directory of the embedded broker's data (<data-dir>/kafka) and of the default index dir")
+	pf.BoolVar(&a.g.acceptLoss, "accept-data-loss", false, "start the embedded broker even when its data dir is damaged, without the records the refusal named (copy <data-dir>/kafka aside first to keep them)")
 	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index, or <data-dir>/index-<brokers> with --brokers)")
 	pf.BoolVar(&a.g.tls, "tls", false, "connect to the brokers with TLS (implied by the other --tls-* flags)")
 	pf.StringVar(&a.g.tlsCA, "tls-ca", "", "PEM file of the CA certificates to trust (default: system roots)")
