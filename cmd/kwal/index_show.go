@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/kwal/kwal/logstore/kafka"
@@ -126,7 +127,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 	if err != nil {
 		return err
 	}
-	disagree := 0
+	disagree, damaged := 0, 0
 	for i := range infos {
 		ti := &infos[i]
 		if ls := scans[ti.Namespace]; ls != nil {
@@ -144,6 +145,9 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 				disagree++
 			}
 		}
+		if len(ti.Unusable) > 0 {
+			damaged++
+		}
 		if asJSON {
 			if err := json.NewEncoder(a.stdout).Encode(ti); err != nil {
 				return err
@@ -152,8 +156,15 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		}
 		a.printTopicIndex(ti, maxShown)
 	}
+	var findings []string
+	if damaged > 0 {
+		findings = append(findings, fmt.Sprintf("the index of %d of %d namespaces is damaged (unusable checkpoint files)", damaged, len(infos)))
+	}
 	if disagree > 0 {
-		return mismatchError("index show: the index and the log disagree for %d of %d namespaces (records missing from the log, or an index that does not match it)", disagree, len(infos))
+		findings = append(findings, fmt.Sprintf("the index and the log disagree for %d of %d namespaces (records missing from the log, or an index that does not match it)", disagree, len(infos)))
+	}
+	if len(findings) > 0 {
+		return mismatchError("index show: %s", strings.Join(findings, "; "))
 	}
 	return nil
 }
@@ -180,6 +191,10 @@ func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
 		fmt.Fprintf(w, "  no checkpoint files\n")
 	} else {
 		fmt.Fprintf(w, "  checkpoint files  %d (%d base, %d delta, last seq %d), %s on disk\n", ti.Files, ti.Bases, ti.Deltas, ti.LastSeq, humanBytes(ti.Bytes))
+	}
+	if len(ti.Unusable) > 0 {
+		fmt.Fprintf(w, "  DAMAGED: unusable checkpoint file(s) %s: the index lost what they held, and reads scan the offsets it no longer accounts for\n",
+			describeUnusable(ti.Unusable))
 	}
 	fmt.Fprintf(w, "  accounted offsets [%d, %d)", ti.From, ti.Watermark)
 	if ti.LogEnd != nil {

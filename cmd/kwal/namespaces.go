@@ -161,7 +161,13 @@ func (a *app) printPrune(res kafka.PruneResult, dryRun bool) {
 	default:
 		fmt.Fprintf(w, "%s: nothing to delete: %s; the first entry ID available is %d\n", res.Namespace, res.Reason, res.FirstID)
 	}
-	fmt.Fprintf(w, "%s: prune point ID %d, latest ID %d, log %s\n", res.Namespace, res.PrunePoint, res.LatestID, humanBytes(res.LogBytes))
+	// LogBytes is 0 when it is not known (a log that holds entries is
+	// never 0 B): then it is left out rather than printed as 0 B.
+	size := ""
+	if res.LogBytes > 0 || res.LatestID < res.FirstID {
+		size = ", log " + humanBytes(res.LogBytes)
+	}
+	fmt.Fprintf(w, "%s: prune point ID %d, latest ID %d%s\n", res.Namespace, res.PrunePoint, res.LatestID, size)
 	if len(res.Holders) == 0 {
 		return
 	}
