@@ -2,6 +2,8 @@ package index
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -335,4 +337,24 @@ func TestLogStartsDropsDeletedOffsets(t *testing.T) {
 	ts, _ := g.Stats("t", false)
 	require.Equal(t, int64(15), ts.C)
 	require.Equal(t, int64(20), ts.W)
+}
+
+// TestHealthyLoadIsQuiet: loading healthy checkpoints logs nothing a
+// datanode sees by default (INFO and above): a line per topic at every
+// start says nothing that needs attention.
+func TestHealthyLoadIsQuiet(t *testing.T) {
+	t.Parallel()
+	st := newMemStore()
+	g, err := New(Options{Store: st})
+	require.NoError(t, err)
+	for _, topic := range []string{"a", "b", "c"} {
+		g.Start(topic, 0, 0)
+		g.Observe(topic, []Run{reg(1, 0, 10)})
+	}
+	require.NoError(t, g.Close(t.Context()))
+	var logs strings.Builder
+	g, err = New(Options{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	require.NoError(t, err)
+	require.NoError(t, g.Close(t.Context()))
+	require.Empty(t, logs.String())
 }
