@@ -12,7 +12,10 @@
 // exits; instead the second Start fails at once with an *InUseError that
 // names the first process and the address its broker listens on. The OS
 // drops the lock when the process ends, however it ends, so a crash never
-// leaves the directory locked.
+// leaves the directory locked. A restarted broker listens on the port its
+// lock file names when that port is free, so that the address given to
+// other programs (and the index directory kwal names after it) stays the
+// same across restarts.
 //
 // The broker never drops records silently. Before loading the data
 // directory, Start checks each partition's segments the way the broker
@@ -32,8 +35,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,7 +156,15 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 		}
 		kopts = append(kopts, kfake.DataDir(dataDir))
 	}
-	c, err := kfake.NewCluster(append(kopts, o.kfake...)...)
+	var c *kfake.Cluster
+	if port := previousPort(lock); port > 0 {
+		// The address other programs were given stays valid across
+		// restarts when the port is free; when it is not, any port does.
+		c, err = kfake.NewCluster(append(append(kopts, kfake.Ports(port)), o.kfake...)...)
+	}
+	if c == nil {
+		c, err = kfake.NewCluster(append(kopts, o.kfake...)...)
+	}
 	if err != nil {
 		if lock != nil {
 			_ = lock.Unlock()
@@ -228,6 +241,31 @@ func checkBeforeLoad(dir string, o options) error {
 		}
 	}
 	return nil
+}
+
+// previousPort is the port the directory's last broker listened on, as
+// its lock file records it; 0 when unknown (or no lock).
+func previousPort(lock *flock.Flock) int {
+	if lock == nil {
+		return 0
+	}
+	b, err := os.ReadFile(lock.Path())
+	if err != nil {
+		return 0
+	}
+	var h Holder
+	if json.Unmarshal(b, &h) != nil || len(h.Brokers) != 1 {
+		return 0
+	}
+	_, p, err := net.SplitHostPort(h.Brokers[0])
+	if err != nil {
+		return 0
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return 0
+	}
+	return port
 }
 
 // lockDir takes the data directory's lock, or returns an *InUseError.

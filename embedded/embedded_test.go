@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,4 +71,27 @@ func TestInUseBeforeTheHolderIsRecorded(t *testing.T) {
 	_, _, err = Start(dir)
 	require.ErrorIs(t, err, ErrInUse)
 	require.Contains(t, err.Error(), "in use by another process (it is starting")
+}
+
+// TestRestartKeepsTheAddress: a data directory's broker listens where it
+// listened last time, so that the address given to other programs stays
+// valid across restarts; when that port is taken, it listens elsewhere.
+func TestRestartKeepsTheAddress(t *testing.T) {
+	dir := t.TempDir()
+	addrs, stop, err := Start(dir)
+	require.NoError(t, err)
+	stop()
+	again, stop, err := Start(dir)
+	require.NoError(t, err)
+	require.Equal(t, addrs, again)
+	stop()
+
+	ln, err := net.Listen("tcp", addrs[0])
+	require.NoError(t, err)
+	defer ln.Close()
+	other, stop, err := Start(dir)
+	require.NoError(t, err)
+	require.NotEqual(t, addrs, other)
+	ping(t, other)
+	stop()
 }
