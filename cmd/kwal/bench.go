@@ -27,6 +27,8 @@ type benchOpts struct {
 	maxRegions  int
 	rounds      int
 	recovery    int
+	payload     string
+	peers       bool
 	json        bool
 	keep        bool
 }
@@ -42,6 +44,12 @@ settings and the same concurrency:
              acks=all, idempotent), same --batch-bytes, --compression, --linger;
   raw-async  every call's records produced from one goroutine without waiting
              (the ceiling of a single client);
+  peers      (--peers) the same calls through a GreptimeDB-style producer (a
+             worker and connection per topic, one produce request per call,
+             each awaited; LZ4, JSON record keys) and a Mimir-style one (one
+             shared client, idempotence off, 20 requests in flight, 50 ms
+             linger, 16 MB batches), and region 1 replayed as GreptimeDB does
+             with its index (4 MiB windows); see docs/benchmarks.md;
   layout     how the kwal and raw topics' records fall into record batches:
              regions per batch, and selectivity (bytes of the batches holding a
              region's records ÷ that region's own bytes; 1 is ideal);
@@ -109,6 +117,9 @@ func (a *app) benchCmd() *cobra.Command {
 	a.bound(f, "rounds", 1, 100, "each round appends the whole workload three times")
 	f.IntVar(&o.recovery, "recovery-runs", 3, "runs of each phase of the recovery benchmark (0 skips it; see bench_recovery.go)")
 	a.bound(f, "recovery-runs", 0, 100, "each run reopens the store")
+	f.StringVar(&o.payload, "payload", "", "what entries hold: random (incompressible bytes; the plain bench's default) or datanode "+
+		"(each entry a protobuf batch of rows of its region's metrics table, as a datanode's WAL holds; the matrix's default)")
+	f.BoolVar(&o.peers, "peers", true, "also measure the GreptimeDB-style and Mimir-style producers and the GreptimeDB-style window replay (see docs/benchmarks.md)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.BoolVar(&o.keep, "keep", false, "keep the benchmark's namespaces")
 	return cmd
@@ -118,8 +129,16 @@ func (a *app) benchCmd() *cobra.Command {
 func (o benchOpts) workload() bench.Workload {
 	return bench.Workload{
 		Topics: o.topics, Regions: o.regions, Writers: o.writers, EntrySize: o.entrySize,
-		EntriesPerCall: o.perCall, Calls: o.calls, Seed: o.seed,
+		EntriesPerCall: o.perCall, Calls: o.calls, Seed: o.seed, Payload: o.payloadOr(bench.PayloadRandom),
 	}
+}
+
+// payloadOr is --payload, or def when it is not given.
+func (o benchOpts) payloadOr(def string) string {
+	if o.payload == "" {
+		return def
+	}
+	return o.payload
 }
 
 // validate checks what the flags' ranges alone cannot, before anything
@@ -199,6 +218,10 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		return fmt.Errorf("raw client: %w", err)
 	}
 	defer cl.Close()
+	defer b.closePeers() // what startPeers made, even if it failed half-way
+	if err := b.startPeers(codec); err != nil {
+		return err
+	}
 	if err := b.warmUp(ctx, cl); err != nil {
 		return err
 	}

@@ -14,12 +14,13 @@ import (
 
 // matrixOpts are the flags of `kwal bench --matrix`.
 type matrixOpts struct {
-	on       bool
-	warmup   time.Duration
-	duration time.Duration
-	latency  time.Duration
-	layouts  []string
-	profDir  string
+	on        bool
+	warmup    time.Duration
+	duration  time.Duration
+	latency   time.Duration
+	layouts   []string
+	profDir   string
+	bandwidth int // MB/s
 }
 
 func (m *matrixOpts) register(a *app, f *pflag.FlagSet) {
@@ -32,6 +33,9 @@ func (m *matrixOpts) register(a *app, f *pflag.FlagSet) {
 	a.boundDuration(f, "matrix-duration", time.Millisecond, time.Hour, "every layout measures each producer this long")
 	a.boundDuration(f, "matrix-latency", 0, time.Second, "a latency proxy holds every byte in flight for this long")
 	f.StringVar(&m.profDir, "matrix-cpuprofile", "", "keep each measured window's CPU profile in this directory (pprof, samples labeled kwal_bench=kwal|raw|broker|net)")
+	f.IntVar(&m.bandwidth, "matrix-bandwidth", 0, "MB/s each way between the clients and the brokers in the second matrix (with --matrix-latency), "+
+		"as a network interface would carry; 0: unlimited")
+	a.bound(f, "matrix-bandwidth", 0, 100_000, "a link faster than this is unlimited here")
 	f.StringSliceVar(&m.layouts, "matrix-layouts", nil, "layouts to run instead of all, as REGIONS/TOPICS/WRITERS (e.g. 64/64/64,256/16/64)")
 }
 
@@ -65,6 +69,10 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	if err != nil {
 		return err
 	}
+	payload := o.payloadOr(bench.PayloadDatanode)
+	if err := bench.ValidPayload(payload); err != nil {
+		return fmt.Errorf("--payload: %w", err)
+	}
 	layouts, err := layoutsOf(m.layouts)
 	if err != nil {
 		return err
@@ -81,19 +89,29 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	(&benchRun{o: o}).storeConfig(&cfg)
 	mo := bench.MatrixOptions{
 		Config: cfg, Raw: bench.RawOptions{MaxBatchBytes: o.batchBytes, Compression: codec, Linger: o.linger},
-		Prefix: benchPrefix + runStamp() + "-m", EntrySize: o.entrySize, EntriesPerCall: o.perCall,
+		Prefix: benchPrefix + runStamp() + "-m", EntrySize: o.entrySize, EntriesPerCall: o.perCall, Payload: payload,
 		Warmup: m.warmup, Duration: m.duration, Layouts: layouts, Seed: o.seed, ProfileDir: m.profDir,
+		Peers: o.peers, ReplayRuns: o.replayRuns,
 	}
 	if !o.quiet {
 		mo.Progress = func(format string, args ...any) { fmt.Fprintf(a.stderr, "bench: "+format+"\n", args...) }
 	}
 	out := matrixJSON{Broker: s.brokerKind()}
-	if out.Matrix, err = bench.RunMatrix(ctx, mo, s.embedded); err != nil {
+	// RunMatrix deletes each layout's namespaces whatever ends it, and its
+	// error says so.
+	run := func() (bench.MatrixReport, error) {
+		r, err := bench.RunMatrix(ctx, mo, s.embedded)
+		if err != nil && ctx.Err() != nil {
+			err = interruptedError("bench --matrix interrupted: %w", err)
+		}
+		return r, err
+	}
+	if out.Matrix, err = run(); err != nil {
 		return err
 	}
 	if m.latency > 0 {
-		mo.Latency = m.latency
-		r, err := bench.RunMatrix(ctx, mo, s.embedded)
+		mo.Latency, mo.Bandwidth = m.latency, float64(m.bandwidth)*1e6
+		r, err := run()
 		if err != nil {
 			return err
 		}
@@ -102,8 +120,8 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 	if o.json {
 		return json.NewEncoder(a.stdout).Encode(out)
 	}
-	fmt.Fprintf(a.stdout, "kwal bench --matrix: broker %s; calls of %d entries of %d B; %d produce lanes; warm-up %v, measured %v per producer and layout\n",
-		s.describeBroker(), o.perCall, o.entrySize, o.lanes, m.warmup, m.duration)
+	fmt.Fprintf(a.stdout, "kwal bench --matrix: broker %s; calls of %d entries of %d B (%s payload), compression %s; %d produce lanes; warm-up %v, measured %v per producer and layout\n",
+		s.describeBroker(), o.perCall, o.entrySize, payload, o.compression, o.lanes, m.warmup, m.duration)
 	a.printMatrix(out.Matrix)
 	if out.MatrixLatency != nil {
 		a.printMatrix(*out.MatrixLatency)
@@ -113,15 +131,51 @@ func (a *app) runBenchMatrix(ctx context.Context, o benchOpts, m matrixOpts) err
 
 func (a *app) printMatrix(r bench.MatrixReport) {
 	w := a.stdout
-	fmt.Fprintf(w, "\nadded latency each way: %.1f ms%s\n", r.LatencyMSEachWay,
+	bw := ""
+	if r.BandwidthMBps > 0 {
+		bw = fmt.Sprintf(", bandwidth %.0f MB/s each way", r.BandwidthMBps)
+	}
+	fmt.Fprintf(w, "\nadded latency each way: %.1f ms%s%s\n", r.LatencyMSEachWay, bw,
 		map[bool]string{true: " (process CPU includes the embedded broker; client CPU is the side's own goroutines, by pprof label)", false: " (client CPU: the side's own goroutines, by pprof label)"}[r.CPUIncludesBroker])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "layout\tkwal÷raw\tkwal MB/s\traw MB/s\tsel kwal\tsel raw\tp50/p99 kwal ms\tp50/p99 raw ms\tCPU ms/MB kwal\traw\tclient CPU ms/MB kwal\traw\treq/MB kwal\traw\twarm-up s kwal\traw\t\n")
+	fmt.Fprintf(tw, "layout\tkwal÷raw\tkwal MB/s\traw MB/s\tsel kwal\tsel raw\tp50/p99 kwal ms\tp50/p99 raw ms\tCPU ms/MB kwal\traw\tclient CPU ms/MB kwal\traw\treq/MB kwal\traw\twire B/MB kwal\traw\twarm-up s kwal\traw\t\n")
 	for _, row := range r.Rows {
 		k, rw := row.Kwal, row.Raw
-		fmt.Fprintf(tw, "%dr/%dt/%dw\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f/%.1f\t%.1f/%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n",
-			row.Layout.Regions, row.Layout.Topics, row.Layout.Writers, row.AppendVsRaw, k.MBps, rw.MBps, k.Selectivity, rw.Selectivity,
-			k.P50ms, k.P99ms, rw.P50ms, rw.P99ms, k.CPUmsPerMB, rw.CPUmsPerMB, k.ClientCPUmsPerMB, rw.ClientCPUmsPerMB, k.ProduceRequestsPerMB, rw.ProduceRequestsPerMB, k.WarmupS, rw.WarmupS)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f/%.1f\t%.1f/%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.2f\t\n",
+			layoutName(row.Layout), row.AppendVsRaw, k.MBps, rw.MBps, k.Selectivity, rw.Selectivity,
+			k.P50ms, k.P99ms, rw.P50ms, rw.P99ms, k.CPUmsPerMB, rw.CPUmsPerMB, k.ClientCPUmsPerMB, rw.ClientCPUmsPerMB, k.ProduceRequestsPerMB, rw.ProduceRequestsPerMB,
+			k.ProduceBytesPerMB/1e3, rw.ProduceBytesPerMB/1e3, k.WarmupS, rw.WarmupS)
 	}
 	_ = tw.Flush()
+	if len(r.Rows) == 0 || r.Rows[0].Peers == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nagainst the peers (same workload, broker and network; wire kB per MB appended):\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "layout\tproducer\tMB/s\tkwal÷\tp50/p99 ms\tclient CPU ms/MB\treq/MB\twire kB/MB\tsel\t\n")
+	for _, row := range r.Rows {
+		p := row.Peers
+		side := func(name string, s bench.MatrixSide, vs float64) {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f/%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t\n", layoutName(row.Layout), name, s.MBps, vs,
+				s.P50ms, s.P99ms, s.ClientCPUmsPerMB, s.ProduceRequestsPerMB, s.ProduceBytesPerMB/1e3, s.Selectivity)
+		}
+		side("kwal", row.Kwal, 1)
+		side("raw franz-go", row.Raw, row.AppendVsRaw)
+		side("GreptimeDB-style", p.Greptime, p.AppendVsGreptime)
+		side("Mimir-style", p.Mimir, p.AppendVsMimir)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nreplay of region 1 (median ms; fetched ÷ the region's own bytes):\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "layout\tkwal indexed\tsel\tkwal full scan\tsel\tGreptimeDB-style windows\tsel\tGreptimeDB-style÷kwal\t\n")
+	for _, row := range r.Rows {
+		rp := row.Peers.Replay
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t%.2f\t%.1f\t\n", layoutName(row.Layout), rp.Kwal.MedianMS, rp.Kwal.Selectivity,
+			rp.FullScan.MedianMS, rp.FullScan.Selectivity, rp.Greptime.MedianMS, rp.Greptime.Selectivity, rp.KwalVsGreptime)
+	}
+	_ = tw.Flush()
+}
+
+func layoutName(l bench.MatrixLayout) string {
+	return fmt.Sprintf("%dr/%dt/%dw", l.Regions, l.Topics, l.Writers)
 }

@@ -26,8 +26,21 @@ type benchReport struct {
 	Replay     replayFigures       `json:"replay"`
 	Index      indexFigures        `json:"index"`
 	Recovery   *bench.Recovery     `json:"recovery,omitempty"`
+	Peers      *benchPeers         `json:"peers,omitempty"`
 	Rounds     int                 `json:"rounds"`
 	Namespaces map[string][]string `json:"namespaces"`
+}
+
+// benchPeers is the peer producers' appends (added up over the rounds, as
+// kwal's and raw's) and the GreptimeDB-style replay of region 1.
+type benchPeers struct {
+	Greptime         appendFigures `json:"greptime"`
+	Mimir            appendFigures `json:"mimir"`
+	AppendVsGreptime float64       `json:"append_vs_greptime"` // kwal MB/s ÷ GreptimeDB-style MB/s
+	AppendVsMimir    float64       `json:"append_vs_mimir"`
+	ReplayNamespace  string        `json:"replay_namespace"`
+	Replay           replayRun     `json:"replay_greptime"`    // entries are the region's records
+	ReplayVsGreptime float64       `json:"replay_vs_greptime"` // GreptimeDB-style replay time ÷ kwal's indexed replay time
 }
 
 type benchWorkload struct {
@@ -159,6 +172,10 @@ func (a *app) printBench(o benchOpts, s *session, r *benchReport) {
 	row("kwal", r.Kwal, &r.Layout.Kwal)
 	row("raw franz-go", r.Raw, &r.Layout.Raw)
 	row("raw async (1 goroutine)", r.RawAsync, nil)
+	if r.Peers != nil {
+		row("GreptimeDB-style", r.Peers.Greptime, nil)
+		row("Mimir-style", r.Peers.Mimir, nil)
+	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -168,6 +185,12 @@ func (a *app) printBench(o benchOpts, s *session, r *benchReport) {
 	fmt.Fprintf(tw, "replay region %d, indexed\t%.2fms\t(%d entries, %d fetches, %s fetched)\n", rp.Region, rp.Indexed.MedianMS, rp.Indexed.Entries, rp.Indexed.Fetches, humanBytes(rp.Indexed.FetchedBytes))
 	fmt.Fprintf(tw, "replay region %d, full scan\t%.2fms\t(%d entries, %d fetches, %s fetched)\n", rp.Region, rp.FullScan.MedianMS, rp.FullScan.Entries, rp.FullScan.Fetches, humanBytes(rp.FullScan.FetchedBytes))
 	fmt.Fprintf(tw, "replay_speedup\t%.2f\t(full scan ÷ indexed, median of %d)\n", r.ReplaySpeedup, rp.Runs)
+	if p := r.Peers; p != nil {
+		fmt.Fprintf(tw, "append_vs_greptime\t%.2f\t(kwal MB/s ÷ GreptimeDB-style MB/s)\n", p.AppendVsGreptime)
+		fmt.Fprintf(tw, "append_vs_mimir\t%.2f\t(kwal MB/s ÷ Mimir-style MB/s)\n", p.AppendVsMimir)
+		fmt.Fprintf(tw, "replay region %d, GreptimeDB-style\t%.2fms\t(%d records, %d fetches, %s fetched)\n", rp.Region, p.Replay.MedianMS, p.Replay.Records, p.Replay.Fetches, humanBytes(p.Replay.FetchedBytes))
+		fmt.Fprintf(tw, "replay_vs_greptime\t%.2f\t(GreptimeDB-style windows ÷ kwal indexed, median of %d)\n", p.ReplayVsGreptime, rp.Runs)
+	}
 	fmt.Fprintf(tw, "index_bytes_per_entry\t%.3f\t(%s in %d file(s) ÷ %d entries indexed)\n", r.IndexBytesPerEntry, humanBytes(r.Index.Bytes), r.Index.Files, r.Index.Entries)
 	_ = tw.Flush()
 }

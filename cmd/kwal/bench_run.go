@@ -29,18 +29,23 @@ type benchRun struct {
 
 	rounds       []benchRound
 	warmK, warmR []string
+	warmG, warmM []string // the peers' warm-up namespaces (with --peers)
 	all          []string // every namespace of the run
 	created      []string // those created so far, for cleaning up
 	doing        string   // the phase under way, for an interruption's report
 
 	kwalSum, rawSum, asyncSum bench.AppendResult // added up over every round
+	greptimeSum, mimirSum     bench.AppendResult // the peers', with --peers
+	greptime                  *bench.Greptime    // the GreptimeDB-style producer, with --peers
+	mimir                     *kgo.Client        // the Mimir-style producer, with --peers
 	firstEntries              int64              // kwal entries of round 1, whose topic's index is measured
 
 	rep benchReport
 }
 
-// benchRound is the namespaces of one round: kwal's, raw's and raw async's.
-type benchRound struct{ kwal, raw, async []string }
+// benchRound is the namespaces of one round: kwal's, raw's and raw async's,
+// and with --peers the GreptimeDB-style and Mimir-style producers'.
+type benchRound struct{ kwal, raw, async, greptime, mimir []string }
 
 // storeConfig applies the bench flags to the store's configuration.
 func (b *benchRun) storeConfig(c *kafka.Config) {
@@ -51,6 +56,11 @@ func (b *benchRun) storeConfig(c *kafka.Config) {
 	c.MaxRegionsPerBatch = b.o.maxRegions
 	c.FetchMaxBytes = max(c.FetchMaxBytes, int32(b.o.batchBytes))
 	c.MaxQueuedBytes = max(c.MaxQueuedBytes, int64(b.o.batchBytes))
+	if b.o.peers {
+		// The Mimir-style producer's batches may reach its batch limit;
+		// kwal's stay within MaxBatchBytes whatever the topic allows.
+		c.TopicConfigs = bench.WithMimirTopicConfigs(c.TopicConfigs, c.MaxBatchBytes)
+	}
 }
 
 // phase prints a progress line unless --quiet.
@@ -78,12 +88,21 @@ func (b *benchRun) createNamespaces(ctx context.Context) error {
 		if i > 0 {
 			sfx = fmt.Sprintf("-r%d", i+1)
 		}
-		b.rounds[i] = benchRound{b.names("kwal" + sfx), b.names("raw" + sfx), b.names("async" + sfx)}
-		b.all = slices.Concat(b.all, b.rounds[i].kwal, b.rounds[i].raw, b.rounds[i].async)
+		rd := benchRound{kwal: b.names("kwal" + sfx), raw: b.names("raw" + sfx), async: b.names("async" + sfx)}
+		if b.o.peers {
+			rd.greptime, rd.mimir = b.names("greptime"+sfx), b.names("mimir"+sfx)
+		}
+		b.rounds[i] = rd
+		b.all = slices.Concat(b.all, rd.kwal, rd.raw, rd.async, rd.greptime, rd.mimir)
 	}
 	b.warmK, b.warmR = b.names("warmup-kwal"), b.names("warmup-raw")
 	b.all = slices.Concat(b.all, b.warmK, b.warmR)
 	b.rep.Namespaces = map[string][]string{"kwal": b.rounds[0].kwal, "raw": b.rounds[0].raw, "raw_async": b.rounds[0].async}
+	if b.o.peers {
+		b.warmG, b.warmM = b.names("warmup-greptime"), b.names("warmup-mimir")
+		b.all = slices.Concat(b.all, b.warmG, b.warmM)
+		b.rep.Namespaces["greptime"], b.rep.Namespaces["mimir"] = b.rounds[0].greptime, b.rounds[0].mimir
+	}
 	b.phase("creating %d namespaces…", len(b.all))
 	for _, t := range b.all {
 		b.created = append(b.created, t) // before: a create cut short may still have made it
@@ -164,7 +183,54 @@ func (b *benchRun) warmUp(ctx context.Context, cl *kgo.Client) error {
 	if err != nil {
 		return fmt.Errorf("raw warm-up: %w", err)
 	}
+	if !b.o.peers {
+		return nil
+	}
+	plan, err = warm.PlanContext(ctx, b.warmG)
+	if err == nil {
+		_, err = bench.Run(ctx, plan, b.greptime.Appender(), nil)
+	}
+	if err != nil {
+		return fmt.Errorf("GreptimeDB-style warm-up: %w", err)
+	}
+	plan, err = warm.PlanContext(ctx, b.warmM)
+	if err == nil {
+		_, err = bench.Run(ctx, plan, bench.RawAppender(b.mimir, b.o.batchBytes), nil)
+	}
+	if err != nil {
+		return fmt.Errorf("Mimir-style warm-up: %w", err)
+	}
 	return nil
+}
+
+// startPeers creates the GreptimeDB-style producer (a worker and client
+// per topic of its namespaces) and the Mimir-style client; closePeers
+// closes them.
+func (b *benchRun) startPeers(codec kgo.CompressionCodec) error {
+	if !b.o.peers {
+		return nil
+	}
+	topics := b.warmG
+	for _, rd := range b.rounds {
+		topics = slices.Concat(topics, rd.greptime)
+	}
+	var err error
+	if b.greptime, err = bench.NewGreptime(topics, bench.GreptimeOptions{Compression: kgo.Lz4Compression()}, b.copts...); err != nil {
+		return fmt.Errorf("GreptimeDB-style producer: %w", err)
+	}
+	if b.mimir, err = bench.MimirClient(bench.MimirOptions{Compression: codec}, b.copts...); err != nil {
+		return fmt.Errorf("Mimir-style producer: %w", err)
+	}
+	return nil
+}
+
+func (b *benchRun) closePeers() {
+	if b.greptime != nil {
+		b.greptime.Close()
+	}
+	if b.mimir != nil {
+		b.mimir.Close()
+	}
 }
 
 // appendRounds runs the append comparison --rounds times. Rounds alternate
@@ -215,6 +281,19 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 			return fmt.Errorf("raw async appends: %w", err)
 		}
 		addResult(&b.asyncSum, r)
+		if !o.peers {
+			continue
+		}
+		b.phase("round %d/%d: GreptimeDB-style producer, same concurrency…", i+1, o.rounds)
+		if r, err = b.runPlan(ctx, rd.greptime, b.greptime.Appender()); err != nil {
+			return fmt.Errorf("GreptimeDB-style appends: %w", err)
+		}
+		addResult(&b.greptimeSum, r)
+		b.phase("round %d/%d: Mimir-style producer, same concurrency…", i+1, o.rounds)
+		if r, err = b.runPlan(ctx, rd.mimir, bench.RawAppender(b.mimir, o.batchBytes)); err != nil {
+			return fmt.Errorf("Mimir-style appends: %w", err)
+		}
+		addResult(&b.mimirSum, r)
 	}
 	slices.Sort(b.kwalSum.Latencies)
 	slices.Sort(b.rawSum.Latencies)
@@ -223,6 +302,14 @@ func (b *benchRun) appendRounds(ctx context.Context, cl *kgo.Client) error {
 	b.rep.RawAsync = figures(b.asyncSum, false)
 	b.rep.AppendVsRaw = ratio(b.kwalSum.MBps(), b.rawSum.MBps())
 	b.rep.AppendVsRawAsync = ratio(b.kwalSum.MBps(), b.asyncSum.MBps())
+	if o.peers {
+		slices.Sort(b.greptimeSum.Latencies)
+		slices.Sort(b.mimirSum.Latencies)
+		b.rep.Peers = &benchPeers{
+			Greptime: figures(b.greptimeSum, true), Mimir: figures(b.mimirSum, true),
+			AppendVsGreptime: ratio(b.kwalSum.MBps(), b.greptimeSum.MBps()), AppendVsMimir: ratio(b.kwalSum.MBps(), b.mimirSum.MBps()),
+		}
+	}
 	return nil
 }
 
@@ -262,6 +349,35 @@ func (b *benchRun) measureReplay(ctx context.Context) error {
 	}
 	b.rep.Replay = replayFigures{Namespace: ns, Region: uint64(region), Runs: runs, Indexed: replayOf(idxT, idxS), FullScan: replayOf(scanT, scanS)}
 	b.rep.ReplaySpeedup = ratio(float64(scanT), float64(idxT))
+	if !b.o.peers {
+		return nil
+	}
+	// The GreptimeDB-style window replay of the same region in round 1's
+	// GreptimeDB-style namespace (the same calls when run by --calls).
+	gns := b.rounds[0].greptime[0]
+	b.phase("replay of region %d, GreptimeDB-style windows, %d runs…", region, runs)
+	l, err := bench.MeasureLayoutOf(ctx, gns, bench.GreptimeRecordRegion, b.copts...)
+	if err != nil {
+		return fmt.Errorf("layout of %s: %w", gns, err)
+	}
+	cl, err := kgo.NewClient(b.copts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	offsets := b.greptime.RegionOffsets(gns, uint64(region))
+	var times []time.Duration
+	var g bench.ReplayResult
+	for range runs {
+		if g, err = bench.GreptimeReplay(ctx, cl, gns, offsets, int(ratio(float64(l.BatchBytes), float64(l.Records))), bench.GreptimeWindow); err != nil {
+			return err
+		}
+		times = append(times, g.Elapsed)
+	}
+	slices.Sort(times)
+	b.rep.Peers.Replay = replayRun{MedianMS: ms(times[len(times)/2]), Fetches: g.Fetches, FetchedBytes: g.FetchedBytes, Records: g.Records, Entries: g.Records, EntryBytes: g.OwnBytes}
+	b.rep.Peers.ReplayNamespace = gns
+	b.rep.Peers.ReplayVsGreptime = ratio(b.rep.Peers.Replay.MedianMS, b.rep.Replay.Indexed.MedianMS)
 	return nil
 }
 

@@ -59,6 +59,17 @@ func TestBenchJSON(t *testing.T) {
 	require.LessOrEqual(t, cf, 1.2*need)
 	require.Positive(t, rec["one_region_floor_speedup"])
 	require.Positive(t, rec["concurrent_floor_vs_scan"])
+	// The peers append the same calls (round by round) and the
+	// GreptimeDB-style replay finds region 1's entries.
+	peers := rep["peers"].(map[string]any)
+	for _, k := range []string{"greptime", "mimir"} {
+		require.EqualValues(t, 2*36, peers[k].(map[string]any)["entries"], k)
+	}
+	require.Positive(t, peers["append_vs_greptime"])
+	require.Positive(t, peers["append_vs_mimir"])
+	require.EqualValues(t, 9, peers["replay_greptime"].(map[string]any)["records"])
+	require.Equal(t, replay["indexed"].(map[string]any)["entry_bytes"], peers["replay_greptime"].(map[string]any)["entry_bytes"])
+	require.Positive(t, peers["replay_vs_greptime"])
 	idx := rep["index"].(map[string]any)
 	require.EqualValues(t, 36, idx["entries"]) // the first round's topic
 	require.EqualValues(t, 36, idx["appended_entries"])
@@ -80,7 +91,8 @@ func TestBenchHuman(t *testing.T) {
 		require.Contains(t, r.stdout, want)
 	}
 	require.Contains(t, r.stderr, "bench: round 1/1: kwal")
-	require.Regexp(t, `\n\n5 namespace\(s\) of the run \(kwal-bench-\S+\*\) kept\n$`, r.stdout)
+	require.Regexp(t, `\n\n9 namespace\(s\) of the run \(kwal-bench-\S+\*\) kept\n$`, r.stdout) // kwal, raw, async and the two peers, and the four producers' warm-ups
+	require.Contains(t, r.stdout, "GreptimeDB-style")
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Contains(t, l.stdout, benchPrefix)
 }

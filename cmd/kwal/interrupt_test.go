@@ -59,7 +59,22 @@ func TestBenchCleansUpWhenInterrupted(t *testing.T) {
 	require.Equal(t, exitInterrupted, r.code, r.stderr)
 	require.Less(t, time.Since(start), 30*time.Second) // not the minute of --duration
 	last := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	require.Regexp(t, `^kwal: bench interrupted while round 1/2: kwal, .*; 8 namespace\(s\) of the run \(kwal-bench-\S+\*\) deleted \(--keep keeps them\)$`, last[len(last)-1])
+	require.Regexp(t, `^kwal: bench interrupted while round 1/2: kwal, .*; 14 namespace\(s\) of the run \(kwal-bench-\S+\*\) deleted \(--keep keeps them\)$`, last[len(last)-1])
+	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Equal(t, exitOK, l.code, l.stderr)
+	require.NotContains(t, l.stdout, benchPrefix)
+}
+
+// TestBenchMatrixCleansUpWhenInterrupted protects the user's cluster from
+// a matrix cut short: Ctrl-C in a layout ends it, the layout's namespaces
+// are deleted (as plain bench's are), and the last line says so.
+func TestBenchMatrixCleansUpWhenInterrupted(t *testing.T) {
+	flags := cluster(t)
+	r := kwalUntil(t, nil, "raw measured", append([]string{"bench", "--matrix", "--entry-size", "256", "--entries-per-call", "2",
+		"--matrix-warmup", "50ms", "--matrix-duration", "1m", "--matrix-layouts", "8/2/8"}, flags...)...)
+	require.Equal(t, exitInterrupted, r.code, r.stderr)
+	last := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	require.Regexp(t, `^kwal: bench --matrix interrupted: .*; the layout's 12 namespaces were deleted$`, last[len(last)-1])
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, exitOK, l.code, l.stderr)
 	require.NotContains(t, l.stdout, benchPrefix)

@@ -51,19 +51,38 @@ func TestBenchMatrixJSON(t *testing.T) {
 		require.Positive(t, row.Raw.Requests)
 		require.InDelta(t, 1.0, row.Kwal.RegionsPerBatch, 1e-9, "kwal's batches are region-pure in %+v", row.Layout)
 		require.Positive(t, row.Kwal.Selectivity)
+		require.NotNil(t, row.Peers, "the peers are measured by default")
+		require.Positive(t, row.Peers.Greptime.MBps)
+		require.Positive(t, row.Peers.Mimir.MBps)
+		require.Positive(t, row.Peers.Greptime.Requests)
+		require.Positive(t, row.Peers.AppendVsGreptime)
+		require.Positive(t, row.Peers.Replay.Greptime.OwnBytes)
+		require.Equal(t, row.Peers.Replay.Kwal.OwnBytes, row.Peers.Replay.Greptime.OwnBytes)
 	}
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, 0, l.code, l.stderr)
 	require.NotContains(t, l.stdout, benchPrefix)
 }
 
+type matrixSideJSON struct {
+	MBps            float64 `json:"mb_per_s"`
+	Selectivity     float64 `json:"selectivity"`
+	RegionsPerBatch float64 `json:"regions_per_batch"`
+	Requests        float64 `json:"produce_requests_per_mb"`
+}
+
 type matrixRowJSON struct {
 	Layout      struct{ Regions, Topics, Writers int }
 	AppendVsRaw float64 `json:"append_vs_raw"`
-	Kwal, Raw   struct {
-		MBps            float64 `json:"mb_per_s"`
-		Selectivity     float64 `json:"selectivity"`
-		RegionsPerBatch float64 `json:"regions_per_batch"`
-		Requests        float64 `json:"produce_requests_per_mb"`
-	}
+	Kwal, Raw   matrixSideJSON
+	Peers       *struct {
+		Greptime         matrixSideJSON `json:"greptime"`
+		Mimir            matrixSideJSON `json:"mimir"`
+		AppendVsGreptime float64        `json:"append_vs_greptime"`
+		Replay           struct {
+			Kwal, Greptime struct {
+				OwnBytes int64 `json:"own_bytes"`
+			}
+		} `json:"replay"`
+	} `json:"peers"`
 }

@@ -31,6 +31,9 @@ type Workload struct {
 	EntriesPerCall int
 	Calls          int // calls per writer
 	Seed           uint64
+	// Payload is what the entries hold: PayloadRandom ("" too) or
+	// PayloadDatanode (entries of about EntrySize bytes).
+	Payload string
 }
 
 // Validate reports a workload that cannot run.
@@ -41,13 +44,14 @@ func (w Workload) Validate() error {
 	case w.EntrySize < 0:
 		return fmt.Errorf("bench: entry size %d < 0", w.EntrySize)
 	}
-	return nil
+	return ValidPayload(w.Payload)
 }
 
 // Entries is the total number of entries the workload appends.
 func (w Workload) Entries() int64 { return int64(w.Writers * w.Calls * w.EntriesPerCall) }
 
-// Bytes is the total entry data the workload appends.
+// Bytes is the total entry data the workload appends (about, for the
+// datanode payload).
 func (w Workload) Bytes() int64 { return w.Entries() * int64(w.EntrySize) }
 
 // Call is one append call of the workload.
@@ -57,8 +61,9 @@ type Call struct {
 	Entries [][]byte
 }
 
-// Plan returns each writer's calls, deterministic for a seed. Entry data is
-// random (incompressible) and starts with the region and a sequence number.
+// Plan returns each writer's calls, deterministic for a seed. Random entry
+// data (incompressible) starts with the region and a sequence number;
+// datanode entries are each a mutation of rows of the region's table.
 func (w Workload) Plan(topics []string) [][]Call {
 	out, _ := w.PlanContext(context.Background(), topics)
 	return out
@@ -71,6 +76,7 @@ func (w Workload) PlanContext(ctx context.Context, topics []string) ([][]Call, e
 	out := make([][]Call, w.Writers)
 	for wr := range w.Writers {
 		rng := rand.New(rand.NewPCG(w.Seed, uint64(wr)))
+		tables := map[int]*regionRows{}
 		var owned []int
 		for r := wr; r < w.Regions; r += w.Writers {
 			owned = append(owned, r)
@@ -85,6 +91,15 @@ func (w Workload) PlanContext(ctx context.Context, topics []string) ([][]Call, e
 			r := owned[c%len(owned)]
 			call := Call{Topic: topics[r%len(topics)], Region: logstore.RegionID(r + 1)}
 			for i := range w.EntriesPerCall {
+				if w.Payload == PayloadDatanode {
+					t := tables[r]
+					if t == nil {
+						t = newRegionRows(r+1, rng)
+						tables[r] = t
+					}
+					call.Entries = append(call.Entries, t.entry(w.EntrySize, rng))
+					continue
+				}
 				data := make([]byte, w.EntrySize)
 				for j := range data {
 					data[j] = byte(rng.Uint32())

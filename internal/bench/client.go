@@ -42,6 +42,30 @@ func RawClientWith(o RawOptions, opts ...kgo.Opt) (*kgo.Client, error) {
 // MeasureLayoutWith is MeasureLayout with the connection options given
 // (seed brokers, TLS, SASL, timeouts) instead of a broker list.
 func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layout, error) {
+	return MeasureLayoutOf(ctx, topic, KwalRecordRegion, opts...)
+}
+
+// RecordRegion tells the region of a record and its entry data bytes from
+// its key and value; ok is false for a record of no region (a mark).
+type RecordRegion func(key, value []byte) (region uint64, dataBytes int, ok bool)
+
+// KwalRecordRegion decodes kwal's records.
+func KwalRecordRegion(key, value []byte) (uint64, int, bool) {
+	p, err := record.Decode(key, value)
+	if err != nil || p.Kind == record.KindMark {
+		return 0, 0, false
+	}
+	return p.Region, len(p.Data), true
+}
+
+// GreptimeRecordRegion decodes the GreptimeDB-style producer's records.
+func GreptimeRecordRegion(key, value []byte) (uint64, int, bool) {
+	r, ok := GreptimeRegion(key)
+	return r, len(value), ok
+}
+
+// MeasureLayoutOf is MeasureLayoutWith for records that regionOf decodes.
+func MeasureLayoutOf(ctx context.Context, topic string, regionOf RecordRegion, opts ...kgo.Opt) (Layout, error) {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return Layout{}, err
@@ -102,15 +126,15 @@ func MeasureLayoutWith(ctx context.Context, topic string, opts ...kgo.Opt) (Layo
 			span := BatchSpan{Base: base, End: next, Bytes: int64(n), Last: map[uint64]int64{}}
 			for _, r := range fp.Records {
 				l.Records++
-				p, err := record.Decode(r.Key, r.Value)
-				if err != nil || p.Kind == record.KindMark {
+				region, n, ok := regionOf(r.Key, r.Value)
+				if !ok {
 					continue
 				}
-				rl := l.PerRegion[p.Region]
-				rl.OwnBytes += int64(len(p.Data))
-				l.PerRegion[p.Region] = rl
-				regions[p.Region] = struct{}{}
-				span.Last[p.Region] = r.Offset
+				rl := l.PerRegion[region]
+				rl.OwnBytes += int64(n)
+				l.PerRegion[region] = rl
+				regions[region] = struct{}{}
+				span.Last[region] = r.Offset
 			}
 			l.Spans = append(l.Spans, span)
 			for reg := range regions {

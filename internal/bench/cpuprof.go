@@ -22,11 +22,14 @@ import (
 // (background GC marking, the scheduler) shared by everything in the
 // process.
 const (
-	LabelKey    = "kwal_bench"
-	LabelKwal   = "kwal"
-	LabelRaw    = "raw"
-	LabelBroker = "broker"
-	LabelNet    = "net"
+	LabelKey  = "kwal_bench"
+	LabelKwal = "kwal"
+	LabelRaw  = "raw"
+	// The peers (see peers.go).
+	LabelGreptime = "greptime"
+	LabelMimir    = "mimir"
+	LabelBroker   = "broker"
+	LabelNet      = "net"
 )
 
 // WithLabel runs f with the goroutine labeled LabelKey=side; goroutines f

@@ -27,16 +27,18 @@ func frame(key uint16, body int) []byte {
 func TestCountingConnCountsProduceRequests(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var stream []byte
-	want := 0
+	want, wantBytes := 0, 0
 	for range 200 {
 		key := uint16(rng.IntN(4)) // 0 is Produce
+		f := frame(key, rng.IntN(3000))
 		if key == 0 {
 			want++
+			wantBytes += len(f)
 		}
-		stream = append(stream, frame(key, rng.IntN(3000))...)
+		stream = append(stream, f...)
 	}
-	var n atomic.Int64
-	c := &countingConn{produces: &n}
+	var n, nb atomic.Int64
+	c := &countingConn{produces: &n, produceBytes: &nb}
 	for len(stream) > 0 {
 		k := min(len(stream), 1+rng.IntN(7000))
 		if rng.IntN(4) == 0 {
@@ -46,6 +48,18 @@ func TestCountingConnCountsProduceRequests(t *testing.T) {
 		stream = stream[k:]
 	}
 	require.EqualValues(t, want, n.Load())
+	require.EqualValues(t, wantBytes, nb.Load(), "the produce requests' bytes, framing included")
+}
+
+// TestLinkSerializesBytes protects the bandwidth cap: bytes given to the
+// link while it is busy leave after those before them, at its rate.
+func TestLinkSerializesBytes(t *testing.T) {
+	l := &link{rate: 1000} // bytes a second: each 1000-byte send takes a second
+	first := l.send(1000)
+	second := l.send(500)
+	third := l.send(1000)
+	require.Equal(t, 500*time.Millisecond, second.Sub(first))
+	require.Equal(t, time.Second, third.Sub(second))
 }
 
 // TestNetProxyDelaysAndDelivers protects the latency proxy: bytes arrive

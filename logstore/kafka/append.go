@@ -51,6 +51,10 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		regionNS = make(map[logstore.RegionID]string)
 	}
 	for i, e := range entries {
+		if int64(len(e.Data)) > s.cfg.MaxEntryBytes {
+			return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d of region %d in %q: %d bytes: %w (Config.MaxEntryBytes %d); nothing was written",
+				i, e.Region, e.Namespace, len(e.Data), ErrEntryTooLarge, s.cfg.MaxEntryBytes)
+		}
 		var b *nsBatch
 		if single {
 			if i == 0 {
@@ -121,6 +125,10 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	}
 	return res, nil
 }
+
+// ErrEntryTooLarge is matched by AppendBatch's error for an entry larger
+// than Config.MaxEntryBytes; nothing of the call was written.
+var ErrEntryTooLarge = errors.New("kwal: entry larger than Config.MaxEntryBytes")
 
 // lastIDs records in ids, for each region of regions (one per entry), the
 // greatest ID among its entries' offsets. It touches the map once per run

@@ -39,10 +39,7 @@ type catchUps struct {
 // startCatchUp scans [w, end) of topic into the index in the background
 // when the index's watermark w lies below end. The store lock is not held.
 func (s *LogStore) startCatchUp(topic string, end int64) {
-	wm, ok := s.index.(watermarker)
-	if !ok {
-		return
-	}
+	wm := s.index
 	w, covered := wm.Watermark(topic)
 	if !covered || w >= end {
 		return

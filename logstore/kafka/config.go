@@ -29,6 +29,13 @@ type Config struct {
 	// Default 1 MiB; at least record.MinBatchBytes, at most 64 MiB.
 	MaxBatchBytes int
 
+	// MaxEntryBytes is the largest entry AppendBatch accepts; a larger one
+	// fails the call with an error matching ErrEntryTooLarge, before
+	// anything is written. Every entry acknowledged must be readable by
+	// every read with the same configuration, so it is at most
+	// ReadHoldBytes (the entry data a read holds). Default 32 MiB.
+	MaxEntryBytes int64
+
 	// IndexDir is the local directory for region-index checkpoints. ""
 	// keeps the index in memory only: it is rebuilt by reading after a
 	// restart. Default "".
@@ -57,8 +64,12 @@ type Config struct {
 
 	// PruneInterval, when positive, runs Prune on every namespace the index
 	// knows at this period, so that Obsolete drives the deletion of records
-	// no region needs. Needs the index (and is skipped with IndexReadOnly).
-	// Default 0: prune only when Prune is called.
+	// no region needs: kwal's topics delete nothing by age or size, so
+	// without it a log only grows. A round costs a few requests per topic
+	// (BenchmarkPruneRound; docs/benchmarks.md). PruneWith with DryRun
+	// names the region that
+	// keeps a topic from shrinking. Needs the index (and is skipped with
+	// IndexReadOnly). 0 prunes only when Prune is called. Default 1m.
 	PruneInterval time.Duration
 
 	// DisableIndex turns the region index off: every read scans the topic.
@@ -239,7 +250,9 @@ func DefaultConfig() Config {
 	return Config{
 		Brokers:                 []string{"127.0.0.1:9092"},
 		MaxBatchBytes:           1 << 20,
+		MaxEntryBytes:           32 << 20,
 		IndexCheckpointInterval: 10 * time.Second,
+		PruneInterval:           time.Minute,
 		Compression:             "none",
 		ProduceLanes:            16,
 		MaxRegionsPerBatch:      1,
@@ -347,6 +360,9 @@ func (c Config) Validate() error {
 	if c.ReadHoldBytes < int64(c.MaxBatchBytes) {
 		bad("ReadHoldBytes", "%d is below MaxBatchBytes (%d)", c.ReadHoldBytes, c.MaxBatchBytes)
 	}
+	if c.MaxEntryBytes < 1 || c.MaxEntryBytes > c.ReadHoldBytes || c.MaxEntryBytes > record.MaxEntrySize {
+		bad("MaxEntryBytes", "%d is outside [1, ReadHoldBytes (%d)]: every entry acknowledged must fit what a read holds", c.MaxEntryBytes, c.ReadHoldBytes)
+	}
 	if c.ReplicationFactor == 0 || c.ReplicationFactor < -1 {
 		bad("ReplicationFactor", "%d must be -1 (broker default) or >= 1", c.ReplicationFactor)
 	}
@@ -379,8 +395,8 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v DisableIndex=%v",
-		c.Brokers, c.MaxBatchBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.DisableIndex)
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d MaxEntryBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v DisableIndex=%v",
+		c.Brokers, c.MaxBatchBytes, c.MaxEntryBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.DisableIndex)
 	fmt.Fprintf(&b, " Compression=%s ProduceLanes=%d MaxRequestBytes=%d MaxRegionsPerBatch=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v Dialer=%s RetryBackoff=%v",
 		c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.MaxRegionsPerBatch, c.Linger, c.ProduceTimeout, c.RequestTimeout, c.DialTimeout, setOrNil(c.Dialer != nil), c.RetryBackoff)
 	fmt.Fprintf(&b, " MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v",

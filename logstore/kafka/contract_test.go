@@ -152,6 +152,7 @@ func TestReadRacingDeleteNamespace(t *testing.T) {
 		cfg.MaxBatchBytes = 4096
 		cfg.FetchMaxBytes = 4096 // a few batches per response
 		cfg.ReadHoldBytes = 4096
+		cfg.MaxEntryBytes = cfg.ReadHoldBytes
 	})
 	n := 0
 	for _, err := range s.Read(ctx, topic, 1, 0) {

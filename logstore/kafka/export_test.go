@@ -74,7 +74,7 @@ func SetScanReportHook(s *LogStore, fn func(topic string), closed func()) {
 // IndexSpan returns the index's accounted span [C, W) of topic; ok is false
 // when the index does not cover it.
 func IndexSpan(s *LogStore, topic string) (c, w int64, ok bool) {
-	ts, found := s.index.(pruneIndex).Stats(topic, false)
+	ts, found := s.index.Stats(topic, false)
 	return ts.C, ts.W, found && ts.Covered
 }
 
@@ -104,4 +104,16 @@ func GatheringListTopics(s *LogStore) int {
 		}
 	}
 	return n
+}
+
+// IndexObsoletePoint is the region's Obsolete point as the store's index
+// knows it (0: none).
+func IndexObsoletePoint(s *LogStore, topic string, region uint64) int64 {
+	return s.index.ObsoletePoint(topic, region)
+}
+
+// IndexKnows reports whether the store's index holds anything of topic.
+func IndexKnows(s *LogStore, topic string) bool {
+	_, ok := s.index.Stats(topic, false)
+	return ok
 }

@@ -51,6 +51,7 @@ import (
 type fetcher struct {
 	s       *LogStore
 	topic   string
+	gen     uint64 // the topic's generation when the pass started (indexGate)
 	noIndex bool
 
 	leaderStale bool

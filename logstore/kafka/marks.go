@@ -36,21 +36,25 @@ type pruneMark struct {
 
 // noteMark takes in a mark read or written at offset: its Obsolete points
 // go to the index, and a prune mark with a higher Point than any known
-// becomes the topic's proof.
-func (s *LogStore) noteMark(topic string, offset int64, m record.Mark) {
-	if s.index != nil {
-		for _, rp := range m.Obsolete {
-			s.index.Obsolete(topic, rp.Region, rp.Before)
+// becomes the topic's proof. gen is the topic's generation when the caller
+// began (indexGate): a mark of a topic deleted since must not set points
+// in the index or proofs of a topic of the same name created later.
+func (s *LogStore) noteMark(topic string, gen uint64, offset int64, m record.Mark) {
+	s.gate.update(topic, gen, func() {
+		if s.index != nil {
+			for _, rp := range m.Obsolete {
+				s.index.Obsolete(topic, rp.Region, rp.Before)
+			}
 		}
-	}
-	if !m.Prune {
-		return
-	}
-	s.marks.mu.Lock()
-	defer s.marks.mu.Unlock()
-	if cur, ok := s.marks.prune[topic]; !ok || m.Point > cur.m.Point || (m.Point == cur.m.Point && m.From < cur.m.From) {
-		s.marks.prune[topic] = pruneMark{offset: offset, m: m}
-	}
+		if !m.Prune {
+			return
+		}
+		s.marks.mu.Lock()
+		defer s.marks.mu.Unlock()
+		if cur, ok := s.marks.prune[topic]; !ok || m.Point > cur.m.Point || (m.Point == cur.m.Point && m.From < cur.m.From) {
+			s.marks.prune[topic] = pruneMark{offset: offset, m: m}
+		}
+	})
 }
 
 // knownPruneMark returns the topic's prune mark with the highest Point known
@@ -85,17 +89,20 @@ func (s *LogStore) searchedTo(topic string) int64 {
 	return s.marks.searched[topic]
 }
 
-// setSearchedTo records that every mark below end was noted.
-func (s *LogStore) setSearchedTo(topic string, end int64) {
-	s.marks.mu.Lock()
-	defer s.marks.mu.Unlock()
-	s.marks.searched[topic] = max(s.marks.searched[topic], end)
+// setSearchedTo records that every mark below end was noted, unless the
+// topic was deleted since generation gen.
+func (s *LogStore) setSearchedTo(topic string, gen uint64, end int64) {
+	s.gate.update(topic, gen, func() {
+		s.marks.mu.Lock()
+		defer s.marks.mu.Unlock()
+		s.marks.searched[topic] = max(s.marks.searched[topic], end)
+	})
 }
 
 // writeMark appends a mark to the topic (acks=all, idempotent, like every
 // append) and returns its offset; the index learns the offset as one that
 // holds no entry, and the mark is noted.
-func (s *LogStore) writeMark(ctx context.Context, topic string, m record.Mark) (int64, error) {
+func (s *LogStore) writeMark(ctx context.Context, topic string, gen uint64, m record.Mark) (int64, error) {
 	// The producer's creation checks that the topic exists and starts the
 	// index's accounting of it, as for an append.
 	if _, err := s.producer(ctx, topic, false); err != nil {
@@ -111,6 +118,6 @@ func (s *LogStore) writeMark(ctx context.Context, topic string, m record.Mark) (
 	if s.index != nil {
 		s.index.Observe(topic, []index.Run{{Start: rec.Offset, Count: 1, Foreign: true}})
 	}
-	s.noteMark(topic, rec.Offset, m)
+	s.noteMark(topic, gen, rec.Offset, m)
 	return rec.Offset, nil
 }

@@ -20,6 +20,10 @@ type metrics struct {
 	fetchLatency  prometheus.Histogram
 	fetches       *prometheus.CounterVec // mode
 	prunePinned   *prometheus.GaugeVec   // namespace
+	// retentionMs and retentionBytes are the topics' retention.ms and
+	// retention.bytes as checked at first use (-1: none), per namespace.
+	retentionMs, retentionBytes *prometheus.GaugeVec
+	obsoleteStale               prometheus.Counter
 	// clients are the franz-go clients' own metrics, registered apart
 	// (registerClients) once the clients exist.
 	clients clientMetrics
@@ -55,11 +59,29 @@ func newMetrics() *metrics {
 		prunePinned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_prune_pinned_bytes", Help: "Estimated log bytes that the region holding the prune point back pins (what Prune could delete once it declares its entries obsolete), per namespace, as of the last Prune.",
 		}, []string{"namespace"}),
+		retentionMs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_topic_retention_ms", Help: "The namespace topic's retention.ms as checked when the store first used it: -1 deletes nothing by age; any other value lets the broker delete entries regions still need.",
+		}, []string{"namespace"}),
+		retentionBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_topic_retention_bytes", Help: "The namespace topic's retention.bytes as checked when the store first used it: -1 deletes nothing by size; any other value lets the broker delete entries regions still need.",
+		}, []string{"namespace"}),
+		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kwal_obsolete_stale_total", Help: "Obsolete calls at or below the region's current Obsolete point: nothing to do (a retry, or a point already learned from another store's mark).",
+		}),
+	}
+}
+
+// forget deletes the namespace's series (DeleteNamespace).
+func (m *metrics) forget(namespace string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.entriesRead, m.bytesRead, m.fetchedBytes, m.prunePinned, m.retentionMs, m.retentionBytes} {
+		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(m.worker.Collectors(), m.appendLatency, m.entriesRead, m.bytesRead, m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches, m.prunePinned)
+	return append(m.worker.Collectors(), m.appendLatency, m.entriesRead, m.bytesRead, m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

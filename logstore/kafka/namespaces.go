@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -13,10 +14,25 @@ import (
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
+// ErrFutureID is matched by the error of a call given an entry ID the
+// namespace's log never held: above its latest entry ID (LatestEntryID).
+// Obsolete refuses such an ID rather than let Prune delete entries
+// appended later, and a read from beyond the log's end fails with it
+// rather than return nothing, since the caller learned that ID somewhere:
+// a log that ended below it lost entries (a recreated or truncated topic).
+var ErrFutureID = errors.New("kwal: entry ID beyond the namespace's latest")
+
 // Obsolete records that the region no longer needs entries with ID <= upTo.
 // It writes an Obsolete mark into the topic (one small record), so that the
 // point survives restarts and a lost index, and every store sharing the
 // topic learns it; the index drops the region's records below it.
+//
+// upTo must be an ID the namespace holds: above its latest entry ID it is
+// refused with an error matching ErrFutureID that names both (Prune would
+// otherwise delete the region's entries appended later). A point at or
+// below the region's current one changes nothing and writes nothing (a
+// retried call), and returns nil; kwal_obsolete_stale_total counts such
+// calls. upTo 0 does nothing.
 func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logstore.RegionID, upTo logstore.EntryID) error {
 	if err := s.begin("obsolete"); err != nil {
 		return err
@@ -31,13 +47,53 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	if upTo == 0 {
 		return nil
 	}
-	// Entry upTo starts at offset upTo-1; every record before offset upTo
-	// belongs to an entry with ID <= upTo. The point goes into the log as a
-	// mark, so that every node sharing the topic (and this one after losing
-	// its index) learns it; the index takes it in when the mark is written.
-	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: int64(upTo)}}}
-	if _, err := s.writeMark(ctx, namespace, m); err != nil {
+	gen := s.gate.generation(namespace)
+	// The producer's creation checks that the topic exists and starts the
+	// index's accounting of it, as for an append.
+	p, err := s.producer(ctx, namespace, false)
+	if err != nil {
 		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+	}
+	if upTo > math.MaxInt64 || int64(upTo) > p.LatestAcked() {
+		if err := s.checkHeld(ctx, namespace, upTo); err != nil {
+			return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+		}
+	}
+	// Entry upTo starts at offset upTo-1; every record before offset upTo
+	// belongs to an entry with ID <= upTo.
+	before := int64(upTo)
+	if s.index != nil && before <= s.index.ObsoletePoint(namespace, uint64(region)) {
+		s.metrics.obsoleteStale.Inc()
+		s.log.Debug("kwal: obsolete: the region's point is already at or above it; nothing to write",
+			"topic", namespace, "region", region, "up_to", upTo, "current_point", s.index.ObsoletePoint(namespace, uint64(region)))
+		return nil
+	}
+	// The point goes into the log as a mark, so that every node sharing
+	// the topic (and this one after losing its index) learns it; the index
+	// takes it in when the mark is written.
+	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: before}}}
+	if _, err := s.writeMark(ctx, namespace, gen, m); err != nil {
+		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+	}
+	return nil
+}
+
+// checkHeld fails with ErrFutureID when id is above the namespace's latest
+// entry ID, as the index or, failing that, the log's end says.
+func (s *LogStore) checkHeld(ctx context.Context, topic string, id logstore.EntryID) error {
+	if id <= math.MaxInt64 && s.index != nil {
+		if w, covered := s.index.Watermark(topic); covered && int64(id) <= w {
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	_, end, err := s.offsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if id > math.MaxInt64 || int64(id) > end {
+		return fmt.Errorf("the namespace's latest entry ID is %d: %w", end, ErrFutureID)
 	}
 	return nil
 }
@@ -56,8 +112,20 @@ func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) error 
 	return err
 }
 
+// ErrNamespaceDeleting is matched by the error of a call that would write
+// or create a namespace while DeleteNamespace deletes it: an append
+// acknowledged then would be deleted with the topic. It also matches
+// ErrUnknownNamespace.
+var ErrNamespaceDeleting = errors.New("kwal: the namespace is being deleted")
+
 // DeleteNamespace deletes the namespace's topic and its index. Appends to
-// it that are in flight fail.
+// it in flight finish first, or fail; appends and CreateNamespace calls
+// that arrive while it runs fail with an error matching
+// ErrNamespaceDeleting (and ErrUnknownNamespace), so that nothing is
+// acknowledged and then deleted with the topic. Once it returns, the name
+// may be used again (with AutoCreateTopics, the next append creates a new
+// topic). When appends in flight did not finish within ProduceTimeout, the
+// topic is deleted all the same and the error says so.
 func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error {
 	if err := s.begin("delete namespace"); err != nil {
 		return err
@@ -66,15 +134,34 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 	if err := validateTopic(namespace); err != nil {
 		return err
 	}
+	// The tombstone turns away appends and creations of the namespace until
+	// the topic is gone.
+	tomb := &producerSlot{ready: make(chan struct{}), err: fmt.Errorf("kwal: namespace %q: %w", namespace, errors.Join(ErrNamespaceDeleting, ErrUnknownNamespace))}
+	close(tomb.ready)
 	s.mu.Lock()
 	slot := s.producers[namespace]
-	delete(s.producers, namespace)
+	if slot != nil && slot.deleting {
+		s.mu.Unlock()
+		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, ErrNamespaceDeleting)
+	}
+	tomb.deleting = true
+	s.producers[namespace] = tomb
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.producers[namespace] == tomb {
+			delete(s.producers, namespace)
+		}
+		s.mu.Unlock()
+	}()
+	var closeErr error
 	if slot != nil {
 		<-slot.ready
 		if slot.p != nil {
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
-			_ = slot.p.Close(cctx) // its pending appends fail if this times out
+			if err := slot.p.Close(cctx); err != nil {
+				closeErr = fmt.Errorf("kwal: delete namespace %q: appends in flight were failed (their entries may have been written, and are deleted with the topic): %w", namespace, err)
+			}
 			cancel()
 		}
 	}
@@ -85,21 +172,25 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, err)
+		return errors.Join(closeErr, fmt.Errorf("kwal: delete namespace %q: %w", namespace, err))
 	}
+	// Reads that started before the topic was deleted must not bring its
+	// index back from what they decoded, nor the marks they find: they
+	// stop updating the index and the store's marks now, before those are
+	// forgotten.
+	s.gate.drop(namespace)
 	s.forgetMeta(namespace)
 	s.purgeFromClients(namespace)
 	s.forgetMarks(namespace)
 	s.models.forget(namespace)
-	// Reads that started before the topic was deleted must not bring its
-	// index back from what they decoded: they stop updating it now.
-	s.gate.drop(namespace)
+	s.metrics.forget(namespace)
+	s.metrics.worker.Forget(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
-			return fmt.Errorf("kwal: delete namespace %q: index: %w", namespace, err)
+			return errors.Join(closeErr, fmt.Errorf("kwal: delete namespace %q: index: %w", namespace, err))
 		}
 	}
-	return nil
+	return closeErr
 }
 
 // ListNamespaces lists the cluster's topics that are not internal, sorted.
@@ -128,19 +219,10 @@ func (s *LogStore) ListNamespaces(ctx context.Context) ([]string, error) {
 // purgeFromClients makes the producing clients forget a deleted topic.
 // A franz-go client keeps every topic it produced to in its metadata and,
 // once the topic is gone, refreshes its metadata again and again for it
-// (a load error each time): with 16 lanes that was up to 3% of the
-// clients' CPU in a benchmark that deletes its topics between layouts.
-// Purging fails records of the topic still buffered; the producer was
-// closed above, so only an append that recreated the namespace
-// meanwhile can have any, and it gets the error. Left alone when such an
-// append already made the namespace's producer again.
+// (a load error each time). The producer was closed and the namespace's
+// tombstone keeps appends away until DeleteNamespace returns, so no lane
+// buffers a record of it.
 func (s *LogStore) purgeFromClients(namespace string) {
-	s.mu.Lock()
-	_, again := s.producers[namespace]
-	s.mu.Unlock()
-	if again {
-		return
-	}
 	for _, cl := range s.laneClients {
 		cl.PurgeTopicsFromClient(namespace)
 	}

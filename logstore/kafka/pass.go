@@ -135,12 +135,13 @@ func (s *LogStore) startPass(topic string, noIndex bool, end int64, sb *sub, ran
 		fetching: make(chan struct{}), flushed: make(chan struct{}), finished: make(chan struct{}), subs: 1, reads: 1}
 	s.passes[topic] = append(s.passes[topic], p)
 
-	f := &fetcher{s: s, topic: topic, noIndex: noIndex, model: s.models.load(topic),
+	gen := s.gate.generation(topic)
+	f := &fetcher{s: s, topic: topic, gen: gen, noIndex: noIndex, model: s.models.load(topic),
 		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*slot{{join: sb}},
 		cohorts: cohorts}
 	f.stats.scan = noIndex || (len(ranges) == 1 && ranges[0].Scan)
 	rt := &router{regions: make(map[uint64][]*route), flushed: p.flushed}
-	r := &reader{s: s, topic: topic, gen: s.gate.generation(topic), end: end, asm: record.NewAssembler(), from: make(map[uint64]int64), route: rt, yield: rt.dispatch}
+	r := &reader{s: s, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), from: make(map[uint64]int64), route: rt, yield: rt.dispatch}
 	ch := make(chan fetched)
 	go func() {
 		defer s.passWG.Done()

@@ -16,25 +16,34 @@ import (
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
-// ErrCannotPrune is matched by Prune's error when the index cannot prove
-// that any record is safe to delete (it is off, or does not account for the
-// log from its start).
+// ErrCannotPrune is matched by Prune's error when it cannot work out what
+// is safe to delete at all: the index is off, or the log lost records the
+// index had accounted for. When the index works but every record is still
+// needed by some region, Prune deletes nothing and returns nil (PruneWith
+// reports the prune point, the holders and the Reason).
 var ErrCannotPrune = errors.New("kwal: nothing can be proven safe to prune")
 
 // Prune deletes the namespace's records that no region needs any more
 // (an extension of the logstore contract), and returns the first entry ID
-// still available. A record may go only when the index accounts for every
-// offset from the log's start up to it and no region still holds an entry
-// there: every region with records there has declared them obsolete
-// (Obsolete, by this store or by any other writing the topic: the marks are
-// in the log) below that point. So a region that never called Obsolete
-// keeps everything from its first record on. Prune first brings the index
-// up to the log's end (scanning what it does not account for: other
-// stores' records), then writes a prune mark stating what it is about to
-// delete, then deletes with Kafka's DeleteRecords (services that refuse it
-// return its error). Reads from below the new start fail with ErrPruned
-// only for a region that lost entries it had not declared obsolete
-// (index/doc.go, "Pruning").
+// still available (unchanged when nothing could go). A record goes only
+// when the index accounts for every offset from the log's start up to it
+// and no region still holds an entry there: every region with records
+// there has declared them obsolete (Obsolete, by this store or by any
+// other writing the topic: the marks are in the log) below that point. So
+// a region that never called Obsolete keeps everything from its first
+// record on. Prune first brings the index up to the log's end (scanning
+// what it does not account for: other stores' records, or a lost or stale
+// index), then writes a prune mark stating what it is about to delete,
+// then deletes with Kafka's DeleteRecords (services that refuse it return
+// its error). Each step is bounded on its own (RequestTimeout per request,
+// ProduceTimeout for the mark); ctx bounds the whole.
+//
+// Afterwards, a read of a region from an ID at or above its Obsolete point
+// + 1 returns everything it asks for, whatever was deleted (the prune mark
+// proves the region lost none of it). A read from an ID at or below the
+// region's Obsolete point, below the new start, fails with ErrPruned
+// naming the first ID still available, even when the region had no record
+// there: the mark keeps points, not records (index/doc.go, "Pruning").
 func (s *LogStore) Prune(ctx context.Context, namespace string) (logstore.EntryID, error) {
 	res, err := s.prune(ctx, namespace, false)
 	if err != nil {
@@ -110,17 +119,19 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if err := validateTopic(namespace); err != nil {
 		return PruneResult{}, err
 	}
-	g, ok := s.index.(pruneIndex)
-	if !ok {
+	g := s.index
+	if g == nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q: the index is off: %w", namespace, ErrCannotPrune)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	start, end, err := s.offsets(ctx, namespace)
+	// Each step is bounded on its own (a request by RequestTimeout, the mark
+	// by ProduceTimeout, the catch-up scan fetch by fetch), not the whole
+	// walk: the catch-up of a lost index scans the whole topic.
+	gen := s.gate.generation(namespace)
+	start, end, err := s.offsetsWithin(ctx, namespace)
 	if err != nil {
 		return PruneResult{}, err
 	}
-	if err := s.catchUpIndex(ctx, namespace, start, end); err != nil {
+	if err := s.catchUpIndex(ctx, namespace, gen, start, end); err != nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q: bringing the index up to the log's end: %w", namespace, err)
 	}
 	st, point, err := s.pruneStatus(ctx, g, namespace, start, end)
@@ -136,12 +147,14 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if point <= start || dryRun {
 		return res, nil
 	}
-	if err := s.writePruneMark(ctx, namespace, g, start, end, point); err != nil {
+	if err := s.writePruneMark(ctx, namespace, gen, g, start, end, point); err != nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
 	}
 	var os kadm.Offsets
 	os.Add(kadm.Offset{Topic: namespace, Partition: partition, At: point})
-	resp, err := s.adm.DeleteRecords(ctx, os)
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.adm.DeleteRecords(dctx, os)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -154,16 +167,9 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	return res, nil
 }
 
-// pruneIndex is what Prune reads from the index to find the prune point and
-// what holds it back: a topic's coverage and its regions' offsets;
-// *index.Collector has it.
-type pruneIndex interface {
-	Stats(topic string, regions bool) (index.TopicStats, bool)
-}
-
 // pruneStatus computes the prune point (an offset) and describes what holds
 // it back.
-func (s *LogStore) pruneStatus(ctx context.Context, g pruneIndex, topic string, start, end int64) (PruneStatus, int64, error) {
+func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic string, start, end int64) (PruneStatus, int64, error) {
 	st := PruneStatus{Namespace: topic, FirstID: logstore.EntryID(start + 1), LatestID: logstore.EntryID(end), PrunePoint: logstore.EntryID(start + 1)}
 	if end <= start {
 		st.Reason = "the log is empty"
@@ -215,6 +221,8 @@ func (s *LogStore) pruneStatus(ctx context.Context, g pruneIndex, topic string, 
 func (s *LogStore) logBytes(ctx context.Context, topic string) int64 {
 	var set kadm.TopicsSet
 	set.Add(topic, partition)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
 	dirs, err := s.adm.DescribeAllLogDirs(ctx, set)
 	if err != nil {
 		s.log.Debug("kwal: describing log dirs", "topic", topic, "err", err)
@@ -231,22 +239,20 @@ func (s *LogStore) logBytes(ctx context.Context, topic string) int64 {
 // catchUpIndex scans what the index does not account for between the log's
 // start and end (another store's records, or a lost or stale index), so
 // that it accounts for the whole log and has taken in every mark in it.
-func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end int64) error {
-	g, ok := s.index.(pruneIndex)
-	if !ok || end <= start {
+func (s *LogStore) catchUpIndex(ctx context.Context, topic string, gen uint64, start, end int64) error {
+	g := s.index
+	if g == nil || end <= start {
 		return nil
 	}
-	if w, lost := s.startIndexForRead(topic, s.gate.generation(topic), start, end); lost {
+	if w, lost := s.startIndexForRead(topic, gen, start, end); lost {
 		// Records the index accounted for are gone from the log: what the
 		// index says past end no longer describes it, and reads of the
 		// regions concerned fail until a producer starts over.
 		return fmt.Errorf("kwal: prune %q: the log ends at offset %d, below offsets the index accounted for (up to %d): records were lost: %w", topic, end, w, ErrCannotPrune)
 	}
-	if ls, ok := s.index.(logStarter); ok {
-		// With a producer open, Start was skipped: records deleted below
-		// start (by retention) must not keep holding the prune point.
-		ls.LogStarts(topic, start)
-	}
+	// With a producer open, Start was skipped: records deleted below start
+	// (by retention) must not keep holding the prune point.
+	g.LogStarts(topic, start)
 	ts, _ := g.Stats(topic, false)
 	var ranges []index.Range
 	if !ts.Covered || ts.C > start {
@@ -260,7 +266,7 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, start, end in
 	// Records that are not kwal's hold no entry: they may go. A corrupt
 	// kwal record may be any region's entry: it fails the catch-up, and so
 	// Prune, which then deletes nothing.
-	return s.scanIntoIndex(ctx, topic, s.gate.generation(topic), ranges, end)
+	return s.scanIntoIndex(ctx, topic, gen, ranges, end)
 }
 
 // scanIntoIndex scans ranges of the topic (ascending, below end) in a pass
@@ -296,12 +302,6 @@ func (s *LogStore) scanIntoIndex(ctx context.Context, topic string, gen uint64, 
 	return err
 }
 
-// logStarter is how Prune tells the index where the log begins now;
-// *index.Collector has it.
-type logStarter interface {
-	LogStarts(topic string, logStart int64)
-}
-
 // writePruneMark writes the mark that vouches for deleting below point:
 // every region the index knows an Obsolete point of, merged with the table
 // of the prune mark that vouched for the current log start (whose regions'
@@ -309,11 +309,11 @@ type logStarter interface {
 // start (retention moved it, or nothing was ever pruned and start is 0),
 // the new mark speaks for [start, point) only, or [0, point) when start is
 // 0.
-func (s *LogStore) writePruneMark(ctx context.Context, topic string, g pruneIndex, start, end, point int64) error {
+func (s *LogStore) writePruneMark(ctx context.Context, topic string, gen uint64, g *index.Collector, start, end, point int64) error {
 	m := record.Mark{Prune: true, From: start, Point: point}
 	table := map[uint64]int64{}
 	if start > 0 {
-		if pm, ok := s.vouchingMark(ctx, topic, start, end); ok {
+		if pm, ok := s.vouchingMark(ctx, topic, gen, start, end); ok {
 			m.From = pm.m.From
 			for _, rp := range pm.m.Obsolete {
 				table[rp.Region] = rp.Before
@@ -331,17 +331,17 @@ func (s *LogStore) writePruneMark(ctx context.Context, topic string, g pruneInde
 	for _, id := range slices.Sorted(maps.Keys(table)) {
 		m.Obsolete = append(m.Obsolete, record.RegionPoint{Region: id, Before: table[id]})
 	}
-	_, err := s.writeMark(ctx, topic, m)
+	_, err := s.writeMark(ctx, topic, gen, m)
 	return err
 }
 
 // vouchingMark returns a prune mark whose Point is at or above start: the
 // one known, or one found by scanning from start.
-func (s *LogStore) vouchingMark(ctx context.Context, topic string, start, end int64) (pruneMark, bool) {
+func (s *LogStore) vouchingMark(ctx context.Context, topic string, gen uint64, start, end int64) (pruneMark, bool) {
 	if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
 		return pm, true
 	}
-	pm, ok, err := s.findPruneMark(ctx, topic, start, end)
+	pm, ok, err := s.findPruneMark(ctx, topic, gen, start, end)
 	if err != nil {
 		s.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
 		return pruneMark{}, false
@@ -351,7 +351,7 @@ func (s *LogStore) vouchingMark(ctx context.Context, topic string, start, end in
 
 // pruneLoop runs Prune on every namespace the index knows, every interval,
 // until stop is closed. Close stops it before the index closes.
-func (s *LogStore) pruneLoop(g topicLister, interval time.Duration, stop <-chan struct{}) {
+func (s *LogStore) pruneLoop(g *index.Collector, interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -380,9 +380,4 @@ func (s *LogStore) pruneLoop(g topicLister, interval time.Duration, stop <-chan 
 			}
 		}
 	}
-}
-
-// topicLister is what the pruner needs from the index.
-type topicLister interface {
-	Topics() []string
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/logstore/kafka/record"
 	"github.com/kwal/kwal/testutil"
 )
@@ -119,4 +120,56 @@ func BenchmarkPruneSpaceKept(b *testing.B) {
 		b.ReportMetric(float64(int64(end)-pinned), "offsets_kept_pinned")
 		b.Log(fmt.Sprintf("log end %d: prune marks keep from offset %d, pinned by marks from %d", end, int64(first)-1, pinned))
 	}
+}
+
+// BenchmarkPruneRound measures one background pruner round at a datanode's
+// scale: Prune of every topic of a pool of 64, each holding 16 regions'
+// entries, half of them flushed since the last round (so every Prune
+// writes a prune mark and deletes). It reports the round's wall time and
+// its requests per topic, which decide how often the pruner may run
+// (Config.PruneInterval). Run with -benchtime=Nx: each iteration is a round.
+func BenchmarkPruneRound(b *testing.B) {
+	brokers := testutil.Brokers(b)
+	s := openStore(b, brokers, func(c *kafka.Config) { c.IndexDir = b.TempDir() })
+	ctx := context.Background()
+	pool, err := kafka.NewTopicPool(testutil.Topic(b), 64)
+	require.NoError(b, err)
+	require.NoError(b, pool.Create(ctx, s))
+	last := map[string]map[logstore.RegionID]logstore.EntryID{}
+	write := func() {
+		for _, ns := range pool.Names() {
+			if last[ns] == nil {
+				last[ns] = map[logstore.RegionID]logstore.EntryID{}
+			}
+			var batch []logstore.Entry
+			for r := range logstore.RegionID(16) {
+				for range 4 {
+					batch = append(batch, logstore.Entry{Namespace: ns, Region: r + 1, Data: make([]byte, 512)})
+				}
+			}
+			res, err := s.AppendBatch(ctx, batch)
+			require.NoError(b, err)
+			for r, id := range res.LastEntryIDs {
+				if r%2 == 0 {
+					require.NoError(b, s.Obsolete(ctx, ns, r, last[ns][r]+1))
+				}
+				last[ns][r] = id
+			}
+		}
+	}
+	write()
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		write()
+		b.StartTimer()
+		began := time.Now()
+		for _, ns := range pool.Names() {
+			_, err := s.Prune(ctx, ns)
+			require.NoError(b, err)
+		}
+		elapsed += time.Since(began)
+	}
+	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/round")
+	b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N)/64/1000, "ms/topic")
 }

@@ -68,21 +68,26 @@ func (m *modelNS) want(r logstore.RegionID, from logstore.EntryID) []modelEntry 
 	return out
 }
 
-// TestPruneDatanodeLives is a property test of datanode lives: random
-// appends (some split into parts) over regions of two namespaces, random
-// Obsolete (a flush), Prune, restarts with the index directory, without it
-// and with a stale copy of it, and retention deleting a prefix of the log
+// TestDatanodeLives is a property test of the whole API as datanodes use
+// it, and misuse it: random appends of every size up to MaxEntryBytes (some
+// split into parts) and over it (refused, nothing written), over regions
+// of two namespaces; Obsolete with valid, future (refused), stale and zero
+// IDs; Prune; DeleteNamespace and re-creation of the same name, sometimes
+// with a read running across the delete; restarts with the index
+// directory, without it and with a stale copy of it; a finite retention
+// set on the broker; and retention deleting a prefix of the log
 // (DeleteRecords as its stand-in). After every step, every region's replay
 // from its flushed ID + 1 equals the model; it fails with ErrPruned
 // whenever the model says an entry the region still needs was deleted, and
 // otherwise only where what was deleted is not vouched for by any prune
 // mark (a retention past every prune point, from below its start). Prune
-// never deletes an entry a region still needs.
-func TestPruneDatanodeLives(t *testing.T) {
+// never deletes an entry a region still needs, and every error a call
+// returns is one the contract allows for what the call did.
+func TestDatanodeLives(t *testing.T) {
 	t.Parallel()
-	steps, seeds := 120, 4
+	steps, seeds := 160, 4
 	if testutil.RealBrokers() != nil {
-		steps, seeds = 120, 2
+		steps, seeds = 160, 2
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -95,11 +100,14 @@ func TestPruneDatanodeLives(t *testing.T) {
 func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	brokers := testutil.Brokers(t)
+	const maxEntry = 16 << 10
 	ctx := context.Background()
 	cfgFn := func(dir string) func(*kafka.Config) {
 		return func(c *kafka.Config) {
 			c.IndexDir = dir
 			c.MaxBatchBytes = 2048
+			c.MaxEntryBytes = maxEntry
+			c.ReadHoldBytes = 64 << 10
 			c.ProduceLanes = 2
 		}
 	}
@@ -122,6 +130,7 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 	seq := 0
 	// What the run exercised, so that it cannot pass vacuously.
 	var deletedByPrune, proved, provedUnvouched, prunedNeeded, prunedUnvouched, racedOK, raceFailed int
+	var refusedLarge, refusedFuture, stalePoints, recreated, deleteRaceOK, deleteRaceFailed int
 
 	check := func(step int, what string) {
 		t.Helper()
@@ -272,31 +281,106 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 		return what
 	}
 
+	// deleteAndRecreate deletes the namespace, optionally with a read of
+	// all its regions running across the delete, and creates it again: a
+	// new log under the same name, which the model starts afresh.
+	deleteAndRecreate := func(step int, m *modelNS, racing bool) string {
+		t.Helper()
+		what := "delete and re-create the namespace"
+		type outcome struct {
+			got []logstore.Entry
+			err error
+		}
+		var done chan outcome
+		from := map[logstore.RegionID]logstore.EntryID{}
+		if racing {
+			what = "delete and re-create the namespace, a read running across the delete"
+			for _, r := range m.regions {
+				if !m.neededGone(r) && int64(m.flushed[r]) >= m.start {
+					from[r] = m.flushed[r] + 1
+				}
+			}
+			done = make(chan outcome, 1)
+			go func() {
+				got, err := readErr(s.ReadRegions(ctx, m.name, from))
+				done <- outcome{got, err}
+			}()
+		}
+		require.NoError(t, s.DeleteNamespace(ctx, m.name), "step %d: delete", step)
+		if racing {
+			o := <-done
+			if o.err == nil {
+				// It read before the topic went: every entry asked for.
+				var want []modelEntry
+				for _, e := range m.entries {
+					if f, ok := from[e.region]; ok && e.id >= f {
+						want = append(want, e)
+					}
+				}
+				require.Len(t, o.got, len(want), "step %d: a read across the delete that succeeded", step)
+				for i, e := range want {
+					require.Equal(t, e.id, o.got[i].ID, "step %d: read across the delete, entry %d", step, i)
+				}
+				deleteRaceOK++
+			} else {
+				// The topic went under it: it says so, never returns a
+				// part as if it were everything.
+				require.ErrorIs(t, o.err, kafka.ErrUnknownNamespace, "step %d: a read across the delete", step)
+				t.Logf("step %d: the read across the delete failed: %v", step, o.err)
+				deleteRaceFailed++
+			}
+		}
+		require.NoError(t, s.CreateNamespace(ctx, m.name), "step %d: re-create", step)
+		m.entries, m.flushed = nil, map[logstore.RegionID]logstore.EntryID{}
+		m.start, m.prunePoint, m.unvouched = 0, 0, 0
+		stale = "" // an index copied before the delete describes the old log
+		recreated++
+		return what
+	}
+
 	for step := range steps {
 		m := nss[rng.IntN(len(nss))]
 		var what string
 		switch op := rng.IntN(100); {
-		case op < 6:
+		case op < 5:
 			if what = raceRead(step, m); what == "" {
 				continue
 			}
-		case op < 45:
+		case op < 8:
+			what = deleteAndRecreate(step, m, rng.IntN(2) == 0)
+		case op < 42:
 			what = "append"
 			var batch []logstore.Entry
+			tooLarge := rng.IntN(20) == 0
 			for _, r := range m.regions {
 				if rng.IntN(2) == 0 {
 					continue
 				}
 				n := 10 + rng.IntN(200)
-				if rng.IntN(10) == 0 {
+				switch rng.IntN(10) {
+				case 0:
 					n = 3000 + rng.IntN(3000) // split into parts
+				case 1:
+					n = rng.IntN(maxEntry + 1) // any size up to the limit
 				}
 				seq++
 				data := append(fmt.Appendf(nil, "%s/%d/%d:", m.name, r, seq), payload(rng, n)...)
+				if rng.IntN(20) == 0 {
+					data = data[:0:0]
+					data = append(data, payload(rng, maxEntry)...) // exactly the limit
+				}
 				batch = append(batch, logstore.Entry{Namespace: m.name, Region: r, Data: data})
 			}
 			if len(batch) == 0 {
 				continue
+			}
+			if tooLarge {
+				what = "append with an entry over MaxEntryBytes"
+				batch[rng.IntN(len(batch))].Data = payload(rng, maxEntry+1+rng.IntN(100))
+				_, err := s.AppendBatch(ctx, batch)
+				require.ErrorIs(t, err, kafka.ErrEntryTooLarge, "step %d", step)
+				refusedLarge++
+				break // nothing of the call was written: check says so
 			}
 			res, err := s.AppendBatch(ctx, batch)
 			require.NoError(t, err, "step %d", step)
@@ -304,6 +388,29 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 				m.entries = append(m.entries, modelEntry{id: res.LastEntryIDs[e.Region], region: e.Region, data: e.Data})
 			}
 			slices.SortFunc(m.entries, func(a, b modelEntry) int { return int(a.id) - int(b.id) })
+		case op < 50:
+			// Obsolete misused: an ID beyond the log (a datanode's own
+			// sequence number) is refused and changes nothing; a point
+			// below the region's current one, or 0, changes nothing.
+			r := m.regions[rng.IntN(len(m.regions))]
+			latest, err := s.LatestEntryID(ctx, m.name)
+			require.NoError(t, err)
+			var upTo logstore.EntryID
+			switch k := rng.IntN(3); {
+			case k == 0:
+				upTo = latest + 1 + logstore.EntryID(rng.IntN(1<<20))
+				what = fmt.Sprintf("obsolete region %d up to %d, beyond the latest ID %d", r, upTo, latest)
+				require.ErrorIs(t, s.Obsolete(ctx, m.name, r, upTo), kafka.ErrFutureID, "step %d", step)
+				refusedFuture++
+			case k == 1 && m.flushed[r] > 1:
+				upTo = 1 + logstore.EntryID(rng.IntN(int(m.flushed[r])))
+				what = fmt.Sprintf("obsolete region %d up to %d, below its point %d", r, upTo, m.flushed[r])
+				require.NoError(t, s.Obsolete(ctx, m.name, r, upTo), "step %d", step)
+				stalePoints++
+			default:
+				what = fmt.Sprintf("obsolete region %d up to 0", r)
+				require.NoError(t, s.Obsolete(ctx, m.name, r, 0), "step %d", step)
+			}
 		case op < 65:
 			r := m.regions[rng.IntN(len(m.regions))]
 			var ids []logstore.EntryID
@@ -322,8 +429,18 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 			what = fmt.Sprintf("obsolete region %d up to %d", r, upTo)
 			require.NoError(t, s.Obsolete(ctx, m.name, r, upTo))
 			m.flushed[r] = upTo
-		case op < 82:
+		case op < 80:
 			what = prune(step, m)
+		case op < 82:
+			// An operator sets a finite retention on the topic: reported at
+			// the next first use, deletes nothing yet.
+			what = "a finite retention set on the broker"
+			resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: ptr("604800000")}}, m.name)
+			require.NoError(t, err)
+			require.NoError(t, resp[0].Err)
+			ret, err := s.TopicRetention(ctx, m.name)
+			require.NoError(t, err)
+			require.True(t, ret.Finite(), "step %d: %v", step, ret)
 		case op < 88:
 			mode := rng.IntN(3)
 			what = []string{"restart", "restart without the index directory", "restart with a stale index"}[mode]
@@ -382,8 +499,12 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 	}
 	t.Logf("prunes that deleted: %d; replays from below the log start proven complete: %d (%d below an unvouched retention's start); ErrPruned for a needed entry gone: %d, for an unvouched retention: %d; reads racing a prune: %d complete, %d ErrPruned",
 		deletedByPrune, proved, provedUnvouched, prunedNeeded, prunedUnvouched, racedOK, raceFailed)
+	t.Logf("appends refused over MaxEntryBytes: %d; Obsolete refused beyond the log: %d, stale: %d; namespaces re-created: %d, reads across the delete: %d complete, %d failed",
+		refusedLarge, refusedFuture, stalePoints, recreated, deleteRaceOK, deleteRaceFailed)
 	require.Positive(t, deletedByPrune, "no prune deleted anything")
 	require.Positive(t, proved, "no replay needed a proof")
+	require.Positive(t, refusedLarge+refusedFuture, "no misuse was tried")
+	require.Positive(t, recreated, "no namespace was deleted and re-created")
 }
 
 // copyDir copies the files of src into dst.

@@ -40,11 +40,11 @@ type regionFrom struct {
 // read cannot prove it would return everything, and it fails with
 // ErrPruned naming the log start as the first ID still available (reading
 // from it needs no proof).
-func (s *LogStore) proveNothingPruned(ctx context.Context, topic string, below []regionFrom, start, end int64) error {
+func (s *LogStore) proveNothingPruned(ctx context.Context, topic string, gen uint64, below []regionFrom, start, end int64) error {
 	slices.SortFunc(below, func(a, b regionFrom) int { return cmp.Compare(a.region, b.region) })
 	var unproven []regionFrom
 	for _, b := range below {
-		if p, ok := s.index.(noneProver); !ok || !p.HadNone(topic, uint64(b.region), fromOffset(b.id), start) {
+		if s.index == nil || !s.index.HadNone(topic, uint64(b.region), fromOffset(b.id), start) {
 			unproven = append(unproven, b)
 		}
 	}
@@ -54,7 +54,7 @@ func (s *LogStore) proveNothingPruned(ctx context.Context, topic string, below [
 	pm, ok := s.knownPruneMark(topic)
 	if ok = ok && pm.vouches(start, end); !ok {
 		var err error
-		if pm, ok, err = s.findPruneMark(ctx, topic, start, end); err != nil {
+		if pm, ok, err = s.findPruneMark(ctx, topic, gen, start, end); err != nil {
 			return err
 		}
 	}
@@ -76,19 +76,13 @@ func fromOffset(id logstore.EntryID) int64 {
 	return int64(id) - 1
 }
 
-// noneProver is what proveNothingPruned asks the index; *index.Collector has
-// it.
-type noneProver interface {
-	HadNone(topic string, region uint64, from, to int64) bool
-}
-
 // findPruneMark scans the log from start for a prune mark whose Point is at
 // or above start, stopping at the first one (Prune writes its mark before it
 // deletes, above the point it deletes to, so the mark of the prune that set
 // the log start lies a little above it). Every mark passed on the way is
 // noted, and what was searched is remembered: a later search starts where
 // this one ended. Records that do not decode are left to the read itself.
-func (s *LogStore) findPruneMark(ctx context.Context, topic string, start, end int64) (pruneMark, bool, error) {
+func (s *LogStore) findPruneMark(ctx context.Context, topic string, gen uint64, start, end int64) (pruneMark, bool, error) {
 	f := &fetcher{s: s, topic: topic}
 	if err := f.refreshLeader(ctx); err != nil {
 		return pruneMark{}, false, err
@@ -110,9 +104,9 @@ func (s *LogStore) findPruneMark(ctx context.Context, topic string, start, end i
 			if err != nil || p.Kind != record.KindMark {
 				continue
 			}
-			s.noteMarkPart(topic, rec.Offset, p)
+			s.noteMarkPart(topic, gen, rec.Offset, p)
 			if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
-				s.setSearchedTo(topic, rec.Offset+1)
+				s.setSearchedTo(topic, gen, rec.Offset+1)
 				return pm, true, nil
 			}
 		}
@@ -123,23 +117,23 @@ func (s *LogStore) findPruneMark(ctx context.Context, topic string, start, end i
 			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", topic, off, res.bytes)
 		}
 		off = res.next
-		s.setSearchedTo(topic, off)
+		s.setSearchedTo(topic, gen, off)
 	}
 	return pruneMark{}, false, nil
 }
 
 // noteMarkPart hands a decoded mark record to noteMark.
-func (s *LogStore) noteMarkPart(topic string, offset int64, p record.Part) {
+func (s *LogStore) noteMarkPart(topic string, gen uint64, offset int64, p record.Part) {
 	m, err := record.DecodeMark(p.Data)
 	if err != nil { // Decode checked the payload already
 		s.log.Warn("kwal: ignoring an undecodable mark", "topic", topic, "offset", offset, "err", err)
 		return
 	}
-	s.noteMark(topic, offset, m)
+	s.noteMark(topic, gen, offset, m)
 }
 
 // noteMark hands a mark record the pass decoded to the store.
-func (r *reader) noteMark(offset int64, p record.Part) { r.s.noteMarkPart(r.topic, offset, p) }
+func (r *reader) noteMark(offset int64, p record.Part) { r.s.noteMarkPart(r.topic, r.gen, offset, p) }
 
 // startMovedError is a fetch's OFFSET_OUT_OF_RANGE below a log start that
 // rose during the read (to start; the log then ended at end). It matches
@@ -207,7 +201,7 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 				below = append(below, regionFrom{region: logstore.RegionID(region), id: logstore.EntryID(at + 1)})
 			}
 		}
-		if perr := f.s.proveNothingPruned(ctx, f.topic, below, sm.start, sm.end); perr != nil {
+		if perr := f.s.proveNothingPruned(ctx, f.topic, f.gen, below, sm.start, sm.end); perr != nil {
 			return errors.Join(perr, sm.cause)
 		}
 		f.provenTo = sm.start

@@ -119,6 +119,10 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			yield(logstore.Entry{}, fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed))
 			return
 		}
+		if err := validateTopic(namespace); err != nil {
+			yield(logstore.Entry{}, err)
+			return
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.readCtx, cancel)()
@@ -161,6 +165,12 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	lo := end
 	var below []regionFrom // regions asking for offsets below the log start
 	for region, id := range from {
+		if id > logstore.EntryID(end)+1 {
+			// Every ID a caller learned from this log is at most its end:
+			// one above it means the log lost entries (a recreated or
+			// truncated topic), or the ID is not this log's.
+			return fmt.Errorf("kwal: read %q region %d from ID %d: the namespace's latest entry ID is %d: %w", topic, region, id, end, ErrFutureID)
+		}
 		off := fromOffset(id)
 		if off < start {
 			below = append(below, regionFrom{region: region, id: id})
@@ -172,7 +182,7 @@ func (s *LogStore) read(ctx context.Context, topic string, from map[logstore.Reg
 	if len(below) > 0 {
 		// Only a deleted entry of the region itself fails the read
 		// (pruned.go).
-		if err := s.proveNothingPruned(ctx, topic, below, start, end); err != nil {
+		if err := s.proveNothingPruned(ctx, topic, gen, below, start, end); err != nil {
 			return err
 		}
 	}
@@ -565,17 +575,9 @@ func (s *LogStore) startIndexForRead(topic string, gen uint64, start, end int64)
 	if _, ok := s.producers[topic]; ok {
 		return 0, false
 	}
-	if g, ok := s.index.(watermarker); ok {
-		if w, covered := g.Watermark(topic); covered && w > end {
-			return w, true
-		}
+	if w, covered := s.index.Watermark(topic); covered && w > end {
+		return w, true
 	}
 	s.gate.update(topic, gen, func() { s.index.Start(topic, start, end) })
 	return 0, false
-}
-
-// watermarker is what startIndexForRead needs from the index;
-// *index.Collector has it.
-type watermarker interface {
-	Watermark(topic string) (int64, bool)
 }

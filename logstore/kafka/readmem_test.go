@@ -36,6 +36,7 @@ func TestReadHoldBound(t *testing.T) {
 		cfg.MaxBatchBytes = 64 << 10
 		cfg.FetchMaxBytes = fetchMax
 		cfg.ReadHoldBytes = 1 << 20
+		cfg.MaxEntryBytes = cfg.ReadHoldBytes
 		bound = cfg.ReadMemoryBound()
 	})
 	ctx := context.Background()
@@ -105,28 +106,32 @@ func liveHeapOutside(skip string) int64 {
 }
 
 // TestReadHoldExceededFails protects against silent loss by the bound: an
-// entry larger than ReadHoldBytes is given up while it is read, and when
-// its next part turns up the read fails with ErrHoldExceeded naming it,
-// never skipping it silently; with a larger bound the same entry reads.
+// entry larger than the reader's ReadHoldBytes (written by a store whose
+// MaxEntryBytes allowed it; the reader's own would refuse it) fails the
+// read with ErrHoldExceeded naming it, never skipping it silently; with a
+// larger bound the same entry reads.
 func TestReadHoldExceededFails(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)
+	large := openStore(t, brokers, func(cfg *kafka.Config) { cfg.MaxBatchBytes = 64 << 10 })
 	small := openStore(t, brokers, func(cfg *kafka.Config) {
 		cfg.MaxBatchBytes = 64 << 10
 		cfg.FetchMaxBytes = 256 << 10
 		cfg.ReadHoldBytes = 256 << 10
+		cfg.MaxEntryBytes = cfg.ReadHoldBytes
 	})
 	ctx := context.Background()
 	topic := newTopic(t)
 	big := payload(rand.New(rand.NewPCG(1, 2)), 1<<20)
-	res, err := small.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 3, Data: big}})
+	_, err := small.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 3, Data: big}})
+	require.ErrorIs(t, err, kafka.ErrEntryTooLarge, "a store refuses what its reads could not hold")
+	res, err := large.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 3, Data: big}})
 	require.NoError(t, err)
 	got, err := readErr(small.Read(ctx, topic, 3, 0))
 	require.ErrorIs(t, err, kafka.ErrHoldExceeded)
 	require.Empty(t, got)
 	require.Contains(t, err.Error(), "region 3 at offset 0")
 
-	large := openStore(t, brokers, func(cfg *kafka.Config) { cfg.MaxBatchBytes = 64 << 10 })
 	got = collect(t, large.Read(ctx, topic, 3, 0))
 	require.Len(t, got, 1)
 	require.True(t, bytes.Equal(big, got[0].Data))
@@ -150,6 +155,7 @@ func TestPassHoldsNoHandedOverResponses(t *testing.T) {
 		cfg.MaxBatchBytes = 64 << 10
 		cfg.FetchMaxBytes = fetchMax
 		cfg.ReadHoldBytes = 1 << 20
+		cfg.MaxEntryBytes = cfg.ReadHoldBytes
 		cfg.ProduceLanes = 32
 	})
 	ctx := context.Background()

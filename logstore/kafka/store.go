@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/dirlock"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/worker"
@@ -25,6 +26,17 @@ var ErrTimeout = worker.ErrTimeout
 // ErrUnknownNamespace is matched by errors for a namespace whose topic does
 // not exist (and AutoCreateTopics is off, or the call does not create).
 var ErrUnknownNamespace = errors.New("kwal: unknown namespace")
+
+// ErrIndexDirInUse is matched by Open's error when another store (in this
+// process or another) holds Config.IndexDir: two stores writing one index
+// directory could persist coverage that neither scanned, and an index that
+// claims offsets it never saw lets Prune delete live records. The error
+// names the holder's process.
+var ErrIndexDirInUse = dirlock.ErrInUse
+
+// indexLockFile is the lock file in an IndexDir (a dot file: the index
+// store lists no such name).
+const indexLockFile = ".kwal-index.lock"
 
 // partition is the only partition kwal writes and reads. A topic created
 // with more partitions by someone else is used on partition 0 only.
@@ -49,7 +61,10 @@ type LogStore struct {
 	// land inside a group's batch, between the parts of a split entry.
 	markClient *kgo.Client
 
-	index regionIndex // nil when DisableIndex
+	index *index.Collector // nil when DisableIndex
+	// indexLock holds IndexDir for this store (nil without one, or
+	// read-only); released by Close after the final checkpoint.
+	indexLock *dirlock.Lock
 
 	mu        sync.Mutex
 	closed    bool
@@ -102,6 +117,9 @@ type producerSlot struct {
 	ready chan struct{}
 	p     *worker.Producer
 	err   error
+	// deleting marks DeleteNamespace's tombstone: calls fail with err
+	// until the topic is gone.
+	deleting bool
 }
 
 // Open validates cfg, connects to the brokers, loads the index and opens
@@ -131,6 +149,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			s.stopReads()
 			s.shutdownClients()
 			s.metrics.unregister(cfg.Registerer)
+			_ = s.indexLock.Release()
 		}
 	}()
 	base, err := baseOpts(cfg)
@@ -205,6 +224,9 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		case cfg.IndexDir != "" && cfg.IndexReadOnly:
 			st = index.OpenDirStoreReadOnly(cfg.IndexDir)
 		case cfg.IndexDir != "":
+			if s.indexLock, err = dirlock.Acquire(cfg.IndexDir, indexLockFile, dirlock.Holder{}); err != nil {
+				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
+			}
 			if st, err = index.NewDirStore(cfg.IndexDir); err != nil {
 				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
 			}
@@ -222,7 +244,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		}
 		s.index = g
 	}
-	if g, isLister := s.index.(topicLister); isLister && cfg.PruneInterval > 0 && !cfg.IndexReadOnly {
+	if g := s.index; g != nil && cfg.PruneInterval > 0 && !cfg.IndexReadOnly {
 		s.stopPrune, s.pruneExited = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(s.pruneExited)
@@ -300,6 +322,9 @@ func (s *LogStore) Close() error {
 			}
 			icancel()
 		}
+		if err := s.indexLock.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("kwal: close: releasing IndexDir: %w", err))
+		}
 		s.shutdownClients()
 		s.metrics.unregister(s.cfg.Registerer)
 		s.closeErr = errors.Join(errs...)
@@ -320,19 +345,4 @@ func (s *LogStore) shutdownClients() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
-}
-
-// regionIndex is what the store calls on the region index (an
-// *index.Collector): the runs appends and reads learn, the read plans, and
-// the topic's lifecycle. The extra calls a single job needs (Stats for
-// Prune, Watermark for reads, LogStarts, Topics) are small interfaces
-// declared next to that job.
-type regionIndex interface {
-	Start(topic string, logStart, end int64)
-	Observe(topic string, runs []index.Run)
-	ObserveScan(topic string, start, end int64, runs []index.Run)
-	Obsolete(topic string, region uint64, before int64)
-	Plan(topic string, from map[uint64]int64, end int64) index.Plan
-	Drop(ctx context.Context, topic string) error
-	Close(ctx context.Context) error
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,7 +27,7 @@ func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*wo
 	if found {
 		select {
 		case <-slot.ready:
-			if slot.err != nil && create && errors.Is(slot.err, ErrUnknownNamespace) {
+			if slot.err != nil && create && !slot.deleting && errors.Is(slot.err, ErrUnknownNamespace) {
 				// Another caller was not allowed to create the topic; this
 				// one is (its failed slot is gone from the map).
 				return s.producer(ctx, topic, create)
@@ -68,23 +67,35 @@ func (s *LogStore) collector() worker.Collector {
 }
 
 // ensureTopic checks that the topic exists, creating it when create is set,
-// and starts the index's accounting for it.
+// checks its configs (checkTopic), and starts the index's accounting for it.
+// A topic that vanishes between the checks (a namespace deleted a moment
+// ago, which metadata still showed) is looked up again, and created when
+// create is set.
 func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
+	_, err := retryEvery(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
+		err := s.ensureTopicOnce(ctx, topic, create)
+		return !create || !errors.Is(err, ErrUnknownNamespace), err
+	})
+	return err
+}
+
+func (s *LogStore) ensureTopicOnce(ctx context.Context, topic string, create bool) error {
 	details, err := s.adm.ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("kwal: namespace %q: metadata: %w", topic, err)
 	}
 	td, ok := details[topic]
+	var created *Retention
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
 		if !create {
 			return fmt.Errorf("kwal: namespace %q: %w", topic, ErrUnknownNamespace)
 		}
-		if err := s.createTopic(ctx, topic); err != nil {
+		if created, err = s.createTopic(ctx, topic); err != nil {
 			return err
 		}
 	} else if td.Err != nil {
@@ -92,18 +103,19 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 	} else if n := len(td.Partitions); n > 1 {
 		s.log.Warn("kwal: topic has more than one partition; kwal uses partition 0 only", "topic", topic, "partitions", n)
 	}
+	if err := s.checkTopic(ctx, topic, created); err != nil {
+		return err
+	}
 	if s.index != nil {
 		start, end, err := s.offsets(ctx, topic)
 		if err != nil {
 			return err
 		}
-		if g, ok := s.index.(watermarker); ok {
-			if w, covered := g.Watermark(topic); covered && w > end {
-				// The index is discarded now (new records reuse the offsets),
-				// and with it what made reads of the lost entries fail.
-				s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost; writing resumes at the log's end and the index forgets them",
-					"topic", topic, "log_end", end, "index_watermark", w)
-			}
+		if w, covered := s.index.Watermark(topic); covered && w > end {
+			// The index is discarded now (new records reuse the offsets),
+			// and with it what made reads of the lost entries fail.
+			s.log.Error("kwal: the log ends below offsets the index accounted for: records were lost; writing resumes at the log's end and the index forgets them",
+				"topic", topic, "log_end", end, "index_watermark", w)
 		}
 		s.index.Start(topic, start, end)
 		s.startCatchUp(topic, end)
@@ -111,24 +123,23 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 	return nil
 }
 
-func (s *LogStore) createTopic(ctx context.Context, topic string) error {
-	configs := map[string]*string{}
-	for k, v := range s.cfg.TopicConfigs {
-		configs[k] = &v
-	}
-	if _, ok := configs["max.message.bytes"]; !ok {
-		v := strconv.Itoa(s.cfg.MaxBatchBytes + 64<<10)
-		configs["max.message.bytes"] = &v
-	}
+// createTopic creates the topic with kwal's configs; the retention it was
+// created with is returned, nil when someone else created it meanwhile
+// (then its configs are described like any existing topic's).
+func (s *LogStore) createTopic(ctx context.Context, topic string) (*Retention, error) {
+	configs := s.topicConfigsForCreate()
 	resp, err := s.adm.CreateTopic(ctx, 1, s.cfg.ReplicationFactor, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("kwal: namespace %q: create topic: %w", topic, err)
+		return nil, fmt.Errorf("kwal: namespace %q: create topic: %w", topic, err)
 	}
+	var created *Retention
 	if err == nil {
-		s.log.Info("kwal: created topic", "topic", topic, "replication_factor", s.cfg.ReplicationFactor)
+		r := retentionOfCreated(topic, configs)
+		created = &r
+		s.log.Debug("kwal: created topic", "topic", topic, "replication_factor", s.cfg.ReplicationFactor)
 	}
 	// A new topic's partition may not have a leader yet; wait for one so
 	// that the first fetch or ListOffsets does not fail.
@@ -144,9 +155,16 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) error {
 		return false, err
 	})
 	if err != nil {
-		return fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, err)
+		return nil, fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, err)
 	}
-	return nil
+	return created, nil
+}
+
+// offsetsWithin is offsets bounded by RequestTimeout.
+func (s *LogStore) offsetsWithin(ctx context.Context, topic string) (start, end int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	return s.offsets(ctx, topic)
 }
 
 // offsets returns the partition's log start and end (high watermark),

@@ -40,11 +40,10 @@ import (
 // connection to be opened by the read that needs it, as before. A store
 // whose index knows no topic warms nothing.
 func (s *LogStore) warmReads(ctx context.Context) {
-	lister, ok := s.index.(topicLister)
-	if !ok {
+	if s.index == nil {
 		return
 	}
-	topics := lister.Topics()
+	topics := s.index.Topics()
 	if len(topics) == 0 {
 		return
 	}
@@ -71,7 +70,7 @@ func (s *LogStore) warmReads(ctx context.Context) {
 
 	clients := append(append([]*kgo.Client{}, s.laneClients...), s.admin)
 	var wg sync.WaitGroup
-	if wm, ok := s.index.(watermarker); ok {
+	if wm := s.index; wm != nil {
 		var (
 			far   string
 			farW  int64

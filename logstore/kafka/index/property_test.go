@@ -223,7 +223,15 @@ func (r *propRun) step(op int) {
 						tp.seen[o] = true
 					}
 				}
-				r.g.ObserveScan(tp.name, s, rg.End, runs)
+				// A reader hands a long scan over in consecutive pieces.
+				for pieces := 1 + rng.IntN(4); pieces > 0 && s < rg.End; pieces-- {
+					e := rg.End
+					if pieces > 1 {
+						e = s + 1 + rng.Int64N(rg.End-s)
+					}
+					r.g.ObserveScan(tp.name, s, e, tp.runsIn(s, e))
+					s = e
+				}
 			case rg.Scan || rng.IntN(3) == 0:
 				r.observe(tp, tp.runsIn(rg.Start, rg.End))
 			}

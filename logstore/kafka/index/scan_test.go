@@ -49,6 +49,39 @@ func TestObserveScanLowersC(t *testing.T) {
 	require.Equal(t, []Range{{Start: 5, End: 8}}, p.Ranges)
 }
 
+// TestObserveScanInPiecesLowersC protects the rebuild of a lost index on a
+// topic of any size: a reader reports a long scan in consecutive pieces
+// (it holds a bounded number of runs), and the pieces below C are kept
+// until one reaches C; then the whole scan is accounted for, not only its
+// last piece. A piece that does not continue them starts them over.
+func TestObserveScanInPiecesLowersC(t *testing.T) {
+	g, err := New(Options{})
+	require.NoError(t, err)
+	defer g.Close(t.Context())
+	g.Start("t", 0, 300) // a producer opened the topic at 300
+	g.Observe("t", []Run{{Start: 300, Count: 10, Region: 1}})
+
+	g.ObserveScan("t", 0, 100, []Run{{Start: 0, Count: 50, Region: 1}, {Start: 50, Count: 50, Region: 2}})
+	g.ObserveScan("t", 100, 200, []Run{{Start: 100, Count: 100, Region: 1}})
+	p := g.Plan("t", map[uint64]int64{2: 0}, 310)
+	require.Equal(t, []Range{{Start: 0, End: 300, Scan: true}}, p.Ranges, "nothing is accounted for until the scan reaches C")
+	g.ObserveScan("t", 200, 310, []Run{{Start: 200, Count: 100, Region: 2}, {Start: 300, Count: 10, Region: 1}})
+	p = g.Plan("t", map[uint64]int64{2: 0}, 310)
+	require.Equal(t, []Range{{Start: 50, End: 100}, {Start: 200, End: 300}}, p.Ranges)
+	p = g.Plan("t", map[uint64]int64{1: 0}, 310)
+	require.Equal(t, []Range{{Start: 0, End: 50}, {Start: 100, End: 200}, {Start: 300, End: 310}}, p.Ranges)
+
+	// Pieces with a hole between them: the second starts over, and only
+	// what it covers up to C is accounted for.
+	g.Start("u", 0, 300)
+	g.ObserveScan("u", 0, 100, []Run{{Start: 0, Count: 100, Region: 1}})
+	g.ObserveScan("u", 150, 300, []Run{{Start: 150, Count: 150, Region: 2}})
+	p = g.Plan("u", map[uint64]int64{1: 0}, 300)
+	require.Equal(t, []Range{{Start: 0, End: 150, Scan: true}}, p.Ranges)
+	p = g.Plan("u", map[uint64]int64{2: 150}, 300)
+	require.Equal(t, []Range{{Start: 150, End: 300}}, p.Ranges)
+}
+
 // TestObserveScanRespectsObsolete: lowering C does not bring back offsets
 // a region declared obsolete above the old C.
 func TestObserveScanRespectsObsolete(t *testing.T) {

@@ -60,6 +60,8 @@ type topic struct {
 	// since the last checkpoint snapshot.
 	deleted      *deletedSpan
 	deletedDirty bool
+	// lower is a scan in progress below C (scan.go), nil when none.
+	lower *lowering
 }
 
 func newTopic(name string, log *slog.Logger, m *metrics) *topic {
@@ -112,6 +114,7 @@ func (t *topic) resetLocked() {
 	t.covered = false
 	t.c, t.w = 0, 0
 	t.pending = nil
+	t.lower = nil
 	t.deleted, t.deletedDirty = nil, false
 	clear(t.regions)
 	clear(t.dirty)
@@ -124,6 +127,7 @@ func (t *topic) raiseCLocked(x int64) {
 		return
 	}
 	t.noteDeletedLocked(x)
+	t.lower = nil // what it scanned lies below the log's start now
 	t.c = x
 	if x > t.w {
 		t.w = x
@@ -279,4 +283,19 @@ func (t *topic) obsolete(id uint64, before int64) {
 	r.dropped = before
 	r.runs.dropBelow(before)
 	t.dirty[id] = struct{}{}
+}
+
+// ObsoletePoint returns the region's Obsolete point as the index knows it:
+// it needs none of its records below the returned offset (0: none known).
+func (g *Collector) ObsoletePoint(topic string, region uint64) int64 {
+	t := g.topic(topic, false)
+	if t == nil {
+		return 0
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if r := t.regions[region]; r != nil {
+		return r.dropped
+	}
+	return 0
 }

@@ -88,3 +88,17 @@ func (m *Metrics) forTopic(topic string) *topicMetrics {
 		latestAcked: m.LatestAcked.WithLabelValues(topic),
 	}
 }
+
+// Forget deletes the topic's series (the namespace was deleted). A
+// producer still holding them keeps adding to children no longer
+// exported, so the topic's producer must be closed first.
+func (m *Metrics) Forget(topic string) {
+	if m == nil {
+		return
+	}
+	for _, v := range []interface{ DeleteLabelValues(...string) bool }{
+		m.EntriesAppended, m.BytesAppended, m.QueueRequests, m.QueueBytes, m.LatestAcked,
+	} {
+		v.DeleteLabelValues(topic)
+	}
+}

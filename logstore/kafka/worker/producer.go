@@ -88,7 +88,17 @@ type Producer struct {
 	stop       context.CancelFunc
 	abortOnce  sync.Once
 	exited     chan struct{} // closed by the dispatcher once the topic holds nothing
+
+	// latest is the highest offset this producer had acknowledged, plus 1
+	// (0: none yet); set by the dispatcher before the calls it acknowledges
+	// return.
+	latest atomic.Int64
 }
+
+// LatestAcked is the ID the newest entry this producer acknowledged has, or
+// a higher one (the offset after its newest acknowledged record); 0 when it
+// acknowledged none.
+func (p *Producer) LatestAcked() int64 { return p.latest.Load() }
 
 // NewProducer registers the topic with the dispatcher; Close unregisters it.
 func NewProducer(opts Options) *Producer {

@@ -318,6 +318,7 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 	if last >= 0 {
 		if last+1 > w.latest {
 			w.latest = last + 1
+			p.latest.Store(last + 1)
 			if tm := p.tm; tm != nil {
 				tm.latestAcked.Set(float64(last + 1))
 			}
