@@ -26,7 +26,7 @@ func TestDamagedDataDir(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	l := kwal(t, nil, "namespaces", "list", "--data-dir", dir)
 	require.Equal(t, 0, l.code, l.stderr)
-	ns := strings.TrimSpace(l.stdout)
+	ns := listed(l.stdout)[0]
 
 	damaged := t.TempDir()
 	require.NoError(t, os.CopyFS(damaged, os.DirFS(dir)))

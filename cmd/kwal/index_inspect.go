@@ -18,15 +18,18 @@ import (
 
 // topicIndex is what the persisted index says about one namespace.
 type topicIndex struct {
-	Namespace string        `json:"namespace"`
-	Files     int           `json:"files"`
-	Bases     int           `json:"bases"`
-	Deltas    int           `json:"deltas"`
-	LastSeq   uint64        `json:"last_seq"`
-	Bytes     int64         `json:"bytes_on_disk"`
-	From      int64         `json:"accounted_from"` // C: offsets below are not accounted (reads scan them)
-	Watermark int64         `json:"watermark"`      // W: offsets [C, W) are accounted
-	LogEnd    *int64        `json:"log_end,omitempty"`
+	Namespace string `json:"namespace"`
+	Files     int    `json:"files"`
+	Bases     int    `json:"bases"`
+	Deltas    int    `json:"deltas"`
+	LastSeq   uint64 `json:"last_seq"`
+	Bytes     int64  `json:"bytes_on_disk"`
+	From      int64  `json:"accounted_from"` // C: offsets below are not accounted (reads scan them)
+	Watermark int64  `json:"watermark"`      // W: offsets [C, W) are accounted
+	LogEnd    *int64 `json:"log_end,omitempty"`
+	// Retention is what the topic lets the broker delete on its own
+	// (namespaces list's column), when the log was looked at.
+	Retention string        `json:"retention,omitempty"`
 	Entries   int64         `json:"records_indexed"`
 	Regions   []regionIndex `json:"regions,omitempty"`
 	// Unusable are the checkpoint files the index could not load: the

@@ -89,6 +89,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 	}
 	want := map[string][]uint64{}
 	scans := map[string]*logScan{}
+	retention := map[string]string{}
 	switch {
 	case len(regions) > 0:
 		for _, t := range topics {
@@ -102,6 +103,13 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 			return err
 		}
 		defer s.Close()
+		// A store without the index (the index in --index-dir stays as it
+		// is) asks the broker for each topic's retention.
+		st, err := s.openStore(ctx, func(c *kafka.Config) { c.DisableIndex = true })
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Close() }()
 		for _, t := range topics {
 			ls, err := scanLog(ctx, s, t, spans[t])
 			if err != nil {
@@ -121,6 +129,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 			}
 			scans[t] = ls
 			want[t] = ls.regionList()
+			retention[t] = retentionText(ctx, st, t)
 		}
 	}
 	infos, err := inspectIndex(dir, topics, want, a.log)
@@ -133,6 +142,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		if ls := scans[ti.Namespace]; ls != nil {
 			end := ls.end
 			ti.LogEnd = &end
+			ti.Retention = retention[ti.Namespace]
 			for j := range ti.Regions {
 				n := ls.regions[ti.Regions[j].Region]
 				ti.Regions[j].InLog = &n
@@ -205,6 +215,9 @@ func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
 		}
 	}
 	fmt.Fprintln(w)
+	if ti.Retention != "" {
+		fmt.Fprintf(w, "  retention         %s\n", ti.Retention)
+	}
 	if ti.LogEnd != nil && *ti.LogEnd < ti.Watermark {
 		fmt.Fprintf(w, "  MISSING: the log ends at offset %d, below the watermark %d: records the index knows of at offsets [%d, %d) are gone from the log (a truncated or damaged log, lost broker data, or a recreated topic); reads of the regions that had records there fail with ErrCorrupt\n",
 			*ti.LogEnd, ti.Watermark, *ti.LogEnd, ti.Watermark)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -293,8 +294,24 @@ func TestDamagedCheckpoint(t *testing.T) {
 	require.Contains(t, r.stdout, "DAMAGED: unusable checkpoint file(s) "+files[0]+" (corrupt: ")
 	require.Contains(t, r.stderr, "the index of 1 of 1 namespaces is damaged")
 
+	// Prune scans what the damaged index lost, so it knows the log.
 	r = kwal(t, nil, append([]string{"namespaces", "prune", "--dry-run", "damaged", "--log-level", "error"}, flags...)...)
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
-	require.Contains(t, r.stdout, "damaged: nothing to delete: the index does not account for the log from its start")
-	require.NotContains(t, r.stdout, "log 0 B")
+	require.Contains(t, r.stdout, "damaged: prune point ID 1, latest ID 400, log 6.4 MB\n")
+}
+
+// TestPruneWithoutLogSize: a prune result without the log's size (the
+// index does not account for the log, so Prune did not ask the broker)
+// leaves the size out rather than print "log 0 B" for a log with entries;
+// an empty log is 0 B.
+func TestPruneWithoutLogSize(t *testing.T) {
+	var out strings.Builder
+	a := newApp(&out, io.Discard, nil)
+	a.printPrune(kafka.PruneResult{PruneStatus: kafka.PruneStatus{Namespace: "ns", FirstID: 1, LatestID: 400, PrunePoint: 1,
+		Reason: "the index does not account for the log from its start (offset 0)"}}, true)
+	require.Equal(t, "ns: nothing to delete: the index does not account for the log from its start (offset 0); the first entry ID available is 1\n"+
+		"ns: prune point ID 1, latest ID 400\n", out.String())
+	out.Reset()
+	a.printPrune(kafka.PruneResult{PruneStatus: kafka.PruneStatus{Namespace: "ns", FirstID: 1, LatestID: 0, PrunePoint: 1, Reason: "the log is empty"}}, true)
+	require.Contains(t, out.String(), "ns: prune point ID 1, latest ID 0, log 0 B\n")
 }

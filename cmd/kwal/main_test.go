@@ -34,6 +34,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// listed returns the namespaces `kwal namespaces list` printed: the first
+// column of the lines after the header.
+func listed(stdout string) []string {
+	var names []string
+	for i, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if f := strings.Fields(l); i > 0 && len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
 // lockedBuffer is a bytes.Buffer safe for concurrent use, which can tell
 // when something was written.
 type lockedBuffer struct {
