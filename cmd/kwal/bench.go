@@ -29,6 +29,7 @@ type benchOpts struct {
 	recovery    int
 	payload     string
 	peers       bool
+	latency     time.Duration
 	json        bool
 	keep        bool
 }
@@ -78,7 +79,12 @@ its own Read from a random flushed point, one ReadRegions per topic, every
 region by full scan, against each topic scanned once; and the broker's floors
 (one region's batches, the needed batches within 1.2x their bytes, every
 batch) fetched at once by plain franz-go clients on warmed connections,
-nothing decoded: what no reader of that layout can beat on this broker.`
+nothing decoded: what no reader of that layout can beat on this broker.
+
+--latency adds network latency each way between the brokers and every client
+of the run (an in-process TCP proxy, as the matrix's --matrix-latency): the
+appends, replays and recovery then see a network round trip; --json reports
+it under net.`
 
 func (a *app) benchCmd() *cobra.Command {
 	var o benchOpts
@@ -91,6 +97,9 @@ func (a *app) benchCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if m.on {
+				if o.latency > 0 {
+					return fmt.Errorf("--latency applies to the plain bench; the matrix takes --matrix-latency")
+				}
 				return a.runBenchMatrix(cmd.Context(), o, m)
 			}
 			return a.runBench(cmd.Context(), o)
@@ -120,6 +129,9 @@ func (a *app) benchCmd() *cobra.Command {
 	f.StringVar(&o.payload, "payload", "", "what entries hold: random (incompressible bytes; the plain bench's default) or datanode "+
 		"(each entry a protobuf batch of rows of its region's metrics table, as a datanode's WAL holds; the matrix's default)")
 	f.BoolVar(&o.peers, "peers", true, "also measure the GreptimeDB-style and Mimir-style producers and the GreptimeDB-style window replay (see docs/benchmarks.md)")
+	f.DurationVar(&o.latency, "latency", 0, "network latency added each way by an in-process TCP proxy between the brokers and every client of the run "+
+		"(the store's, the raw producer's and consumer's, the floors'); 0: direct")
+	a.boundDuration(f, "latency", 0, time.Second, "a latency proxy holds every byte in flight for this long")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.BoolVar(&o.keep, "keep", false, "keep the benchmark's namespaces")
 	return cmd
@@ -168,6 +180,11 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		return err
 	}
 	defer s.Close()
+	var proxy *bench.Net
+	if o.latency > 0 {
+		proxy = addLatency(s, o.latency)
+		defer proxy.Close() // after the clean-up, which connects through it
+	}
 	if err := s.serveMetrics(o.metricsAddr); err != nil {
 		return err
 	}
@@ -244,6 +261,9 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 	if err := b.measureRecovery(ctx); err != nil {
 		return err
 	}
+	if proxy != nil {
+		b.rep.Net = &benchNet{LatencyMSEachWay: ms(o.latency), ProduceRequests: proxy.ProduceRequests()}
+	}
 	if o.json {
 		return json.NewEncoder(a.stdout).Encode(b.rep)
 	}
@@ -253,6 +273,17 @@ func (a *app) runBench(ctx context.Context, o benchOpts) (err error) {
 		b.rep.Recovery.Print(a.stdout)
 	}
 	return nil
+}
+
+// addLatency routes every connection the session opens from now on through
+// a proxy that adds d each way: the session's stores (the run's, the
+// recovery's reopened ones, the clean-up's) and the raw clients built from
+// its options (producer, consumer, layout walks, floors) alike. Close the
+// network once nothing uses it.
+func addLatency(s *session, d time.Duration) *bench.Net {
+	n := bench.NewNet(d)
+	s.cfg.Dialer = n.Dial
+	return n
 }
 
 func codecOf(name string) (kgo.CompressionCodec, error) {

@@ -27,6 +27,7 @@ type benchReport struct {
 	Index      indexFigures        `json:"index"`
 	Recovery   *bench.Recovery     `json:"recovery,omitempty"`
 	Peers      *benchPeers         `json:"peers,omitempty"`
+	Net        *benchNet           `json:"net,omitempty"`
 	Rounds     int                 `json:"rounds"`
 	Namespaces map[string][]string `json:"namespaces"`
 }
@@ -41,6 +42,15 @@ type benchPeers struct {
 	ReplayNamespace  string        `json:"replay_namespace"`
 	Replay           replayRun     `json:"replay_greptime"`    // entries are the region's records
 	ReplayVsGreptime float64       `json:"replay_vs_greptime"` // GreptimeDB-style replay time ÷ kwal's indexed replay time
+}
+
+// benchNet is the network --latency put between the run's clients and the
+// brokers.
+type benchNet struct {
+	LatencyMSEachWay float64 `json:"latency_ms_each_way"`
+	// ProduceRequests counts the produce requests written through it (kwal's
+	// and the raw producer's).
+	ProduceRequests int64 `json:"produce_requests"`
 }
 
 type benchWorkload struct {
@@ -153,8 +163,12 @@ func (a *app) printBench(o benchOpts, s *session, r *benchReport) {
 	}
 	fmt.Fprintf(w, "kwal bench: %d regions in %d topic(s), %d writers, %s of %d entries of %d B, %d round(s)\n",
 		wl.Regions, wl.Topics, wl.Writers, runs, wl.EntriesPerCall, wl.EntrySize, r.Rounds)
-	fmt.Fprintf(w, "broker: %s; batches %s, compression %s, linger %v, %d produce lanes, at most %d region(s) per batch\n\n",
-		s.describeBroker(), humanBytes(int64(o.batchBytes)), o.compression, o.linger, o.lanes, o.maxRegions)
+	latency := ""
+	if r.Net != nil {
+		latency = fmt.Sprintf(" (%.1f ms added each way by a proxy)", r.Net.LatencyMSEachWay)
+	}
+	fmt.Fprintf(w, "broker: %s%s; batches %s, compression %s, linger %v, %d produce lanes, at most %d region(s) per batch\n\n",
+		s.describeBroker(), latency, humanBytes(int64(o.batchBytes)), o.compression, o.linger, o.lanes, o.maxRegions)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "append\tMB/s\tentries/s\tp50\tp99\tentries\tregions/batch\tselectivity\t\n")
 	row := func(name string, f appendFigures, l *layoutFigures) {

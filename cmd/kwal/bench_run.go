@@ -56,6 +56,10 @@ func (b *benchRun) storeConfig(c *kafka.Config) {
 	c.MaxRegionsPerBatch = b.o.maxRegions
 	c.FetchMaxBytes = max(c.FetchMaxBytes, int32(b.o.batchBytes))
 	c.MaxQueuedBytes = max(c.MaxQueuedBytes, int64(b.o.batchBytes))
+	// The peers' topics are the store's namespaces but hold no kwal
+	// records, so a background prune would delete them under the peers'
+	// replays; nothing a bench writes is worth pruning before it is deleted.
+	c.PruneInterval = 0
 	if b.o.peers {
 		// The Mimir-style producer's batches may reach its batch limit;
 		// kwal's stay within MaxBatchBytes whatever the topic allows.

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 )
 
 func TestBenchJSON(t *testing.T) {
@@ -95,4 +102,60 @@ func TestBenchHuman(t *testing.T) {
 	require.Contains(t, r.stdout, "GreptimeDB-style")
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Contains(t, l.stdout, benchPrefix)
+}
+
+// TestBenchLatencyRoutesEveryClient protects --latency: the stores and the
+// raw clients the bench builds from its session all connect through the
+// latency proxy (the proxy counts each one's produce requests), so that
+// every side of a comparison sees the same network.
+func TestBenchLatencyRoutesEveryClient(t *testing.T) {
+	flags := cluster(t)
+	s := &session{cfg: kafka.DefaultConfig()}
+	s.cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
+	s.cfg.IndexDir = flagValue(flags, "--index-dir")
+	s.cfg.Logger = slog.New(slog.DiscardHandler)
+	proxy := addLatency(s, time.Millisecond)
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	st, err := s.openStore(ctx, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, st.Close()) }()
+	const ns = "latency"
+	require.NoError(t, st.CreateNamespace(ctx, ns))
+	before := proxy.ProduceRequests()
+	_, err = st.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 1, Data: []byte("through the proxy")}})
+	require.NoError(t, err)
+	require.Greater(t, proxy.ProduceRequests(), before, "the store's produce request went through the proxy")
+
+	opts, err := s.clientOpts()
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	defer cl.Close()
+	before = proxy.ProduceRequests()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: ns, Value: []byte("raw")}).FirstErr())
+	require.Greater(t, proxy.ProduceRequests(), before, "the raw client's produce request went through the proxy")
+}
+
+// TestBenchLatencyReport checks that a run with --latency reports the
+// latency it added and the produce requests its proxy carried, and refuses
+// --latency with --matrix (which has --matrix-latency).
+func TestBenchLatencyReport(t *testing.T) {
+	flags := cluster(t)
+	r := kwal(t, nil, append([]string{"bench", "--json", "--quiet", "--regions", "2", "--writers", "2", "--calls", "2",
+		"--entries-per-call", "2", "--entry-size", "256", "--replay-runs", "1", "--rounds", "1", "--recovery-runs", "1", "--latency", "1ms"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep struct {
+		Net *benchNet `json:"net"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.NotNil(t, rep.Net)
+	require.InDelta(t, 1.0, rep.Net.LatencyMSEachWay, 1e-9)
+	require.Positive(t, rep.Net.ProduceRequests)
+
+	m := kwal(t, nil, append([]string{"bench", "--matrix", "--latency", "1ms"}, flags...)...)
+	require.NotEqual(t, 0, m.code)
+	require.Contains(t, m.stderr, "--matrix-latency")
 }

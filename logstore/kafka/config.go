@@ -167,23 +167,17 @@ type Config struct {
 	TopicConfigs map[string]string
 
 	// FetchMaxBytes bounds the bytes one fetch response may carry, and the
-	// byte limits of a read's (a pass's) fetches in flight at once. A read
-	// has at most four such responses' worth in memory (see
-	// ReadMemoryBound). Default 16 MiB; at least MaxBatchBytes.
+	// byte limits of all the store's reads' fetches in flight or not yet
+	// taken (see ReadMemoryBound). Default 16 MiB; at least MaxBatchBytes.
 	FetchMaxBytes int32
 
-	// ReadHoldBytes bounds the entry data a read holds before yielding it:
-	// the parts of split entries still open, and the completed entries
-	// that wait behind an open one (entries are yielded in ID order). The
-	// parts of one entry travel in one group, so they lie close together
-	// in the log; when a read would hold more than this, it gives up the
-	// oldest open entry as incomplete (counted in
-	// kwal_read_skipped_records_total{reason="incomplete"} and logged) and
-	// yields what waited behind it. Should a later part of that entry turn
-	// up after all, the read fails with an error matching ErrHoldExceeded
-	// rather than lose the entry: so this must exceed the largest entry
-	// written plus the other read regions' entries written between its
-	// parts. Default 64 MiB; at least MaxBatchBytes.
+	// ReadHoldBytes bounds the entry data all the store's reads hold before
+	// yielding it: the parts of entries still open, and the entries of a
+	// ReadRegions that wait behind an open one (entries are yielded in ID
+	// order). Beyond it, reads spill the largest entries they hold and
+	// read them back from the log when their turn comes: nothing is given
+	// up for lack of memory. Default 64 MiB; at least MaxBatchBytes and
+	// MaxEntryBytes.
 	ReadHoldBytes int64
 
 	// SkipCorrupt makes reads skip records that are not kwal's or fail
@@ -270,16 +264,22 @@ func DefaultConfig() Config {
 	}
 }
 
-// ReadMemoryBound is the most memory one read (or one pass shared by
-// reads started together) holds, whatever the topic's size, apart from the
-// entries its callers keep: the fetch pipeline (fetch limits in flight or
-// waiting, up to FetchMaxBytes; the response being decoded; the two
-// responses before it whose entries the slowest read has not taken yet:
-// 4 x FetchMaxBytes of record batches, as decompressed, with the decoded
-// records pointing into them) plus ReadHoldBytes of entries not yet
-// yielded.
+// ReadMemoryBound is the most memory all of the store's reads hold
+// together, whatever their number or the topics' sizes, apart from the
+// entries their callers keep: their fetches (in flight, waiting to be
+// decoded, or whose entries a read has not taken yet) within twice
+// FetchMaxBytes (FetchMaxBytes, and as much again for the fetch each pass
+// waits on first), one more FetchMaxBytes and one entry (MaxEntryBytes)
+// while a spilled entry is read back (one at a time), plus ReadHoldBytes of
+// entry data not yet yielded (a pass spills entries once the total passes
+// it, so each pass decoding at that moment may add one entry more, and
+// reads them back when their turn comes). A batch larger than a fetch asked for, which
+// Kafka returns whole, counts for its size: a topic written with batches
+// over MaxBatchBytes (another writer's) may pass the bound by their excess.
+// A loop body that keeps a read open without taking its entries holds its
+// share until it does.
 func (c Config) ReadMemoryBound() int64 {
-	return 4*int64(c.FetchMaxBytes) + c.ReadHoldBytes
+	return 3*int64(c.FetchMaxBytes) + c.ReadHoldBytes + c.MaxEntryBytes
 }
 
 // FetchConnections is how many fetches a read keeps on the wire at most:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kwal/kwal/logstore/kafka/internal/replay"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
 
@@ -12,13 +13,10 @@ import (
 // registers its own (kwal_index_).
 type metrics struct {
 	worker        *worker.Metrics
+	reads         *replay.Metrics
 	appendLatency prometheus.Histogram
 	entriesRead   *prometheus.CounterVec // namespace
 	bytesRead     *prometheus.CounterVec // namespace; entry data yielded
-	fetchedBytes  *prometheus.CounterVec // namespace, mode (indexed, scan); record batch bytes fetched
-	skipped       *prometheus.CounterVec // kind: other_region, duplicate, orphan, incomplete, corrupt, foreign, before_start
-	fetchLatency  prometheus.Histogram
-	fetches       *prometheus.CounterVec // mode
 	prunePinned   *prometheus.GaugeVec   // namespace
 	// retentionMs and retentionBytes are the topics' retention.ms and
 	// retention.bytes as checked at first use (-1: none), per namespace.
@@ -32,6 +30,7 @@ type metrics struct {
 func newMetrics() *metrics {
 	return &metrics{
 		worker:  worker.NewMetrics(),
+		reads:   replay.NewMetrics(),
 		clients: newClientMetrics(),
 		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kwal_append_latency_seconds", Help: "AppendBatch latency, from the call to the acknowledgement of all its entries.",
@@ -43,19 +42,6 @@ func newMetrics() *metrics {
 		bytesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_read_bytes_total", Help: "Entry data bytes yielded by reads, per namespace.",
 		}, []string{"namespace"}),
-		fetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kwal_read_fetched_bytes_total", Help: "Record batch bytes fetched by reads, per namespace and mode (indexed, scan).",
-		}, []string{"namespace", "mode"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kwal_read_skipped_records_total", Help: "Records fetched but not yielded, by kind (other_region, duplicate, orphan, incomplete, corrupt, foreign, before_start).",
-		}, []string{"kind"}),
-		fetchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kwal_fetch_latency_seconds", Help: "Latency of one fetch request of a read.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-		}),
-		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kwal_read_fetches_total", Help: "Fetch requests issued by reads, by mode (indexed, scan).",
-		}, []string{"mode"}),
 		prunePinned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_prune_pinned_bytes", Help: "Estimated log bytes that the region holding the prune point back pins (what Prune could delete once it declares its entries obsolete), per namespace, as of the last Prune.",
 		}, []string{"namespace"}),
@@ -75,13 +61,14 @@ func newMetrics() *metrics {
 func (m *metrics) forget(namespace string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.entriesRead, m.bytesRead, m.fetchedBytes, m.prunePinned, m.retentionMs, m.retentionBytes} {
+	}{m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes} {
 		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
 	}
+	m.reads.Forget(namespace)
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(m.worker.Collectors(), m.appendLatency, m.entriesRead, m.bytesRead, m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -47,7 +47,7 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	if upTo == 0 {
 		return nil
 	}
-	gen := s.gate.generation(namespace)
+	gen := s.reads.Gate().Generation(namespace)
 	// The producer's creation checks that the topic exists and starts the
 	// index's accounting of it, as for an append.
 	p, err := s.producer(ctx, namespace, false)
@@ -178,11 +178,8 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 	// index back from what they decoded, nor the marks they find: they
 	// stop updating the index and the store's marks now, before those are
 	// forgotten.
-	s.gate.drop(namespace)
-	s.forgetMeta(namespace)
+	s.reads.Drop(namespace)
 	s.purgeFromClients(namespace)
-	s.forgetMarks(namespace)
-	s.models.forget(namespace)
 	s.metrics.forget(namespace)
 	s.metrics.worker.Forget(namespace)
 	if s.index != nil {

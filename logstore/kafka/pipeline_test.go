@@ -77,12 +77,11 @@ func TestIndexedReadsEqualScansAfterRestart(t *testing.T) {
 				return all
 			}
 			indexed, scanned := read(false), read(true)
-			// Then with a cost model of random prices: plans that read
-			// dense stretches whole and fetch the ranges elsewhere, as
-			// well as all-indexed plans and scans.
+			// Then with random fetch costs pinned: plans that read gaps
+			// through, as well as all-indexed plans and scans.
 			latency := time.Duration(math.Exp(rng.Float64()*math.Log(1e4))) * time.Microsecond
 			rate := 1e7 * math.Exp(rng.Float64()*math.Log(200))
-			kafka.SetCostModel(s, latency, rate)
+			kafka.PinReadCosts(s, latency, rate)
 			priced := read(false)
 			for region := logstore.RegionID(1); int(region) <= regions; region++ {
 				what := fmt.Sprintf("region %d from %d (lanes %d, FetchMaxBytes %d)", region, from[region], lanes, fetchMax)
@@ -94,14 +93,12 @@ func TestIndexedReadsEqualScansAfterRestart(t *testing.T) {
 	}
 }
 
-// TestSeededLatencyKeepsAnIndexedPlan: a store's first read has its cost
-// model's latency seeded (by its own bounds lookup) before it knows what an
-// offset of its topic weighs (the store wrote the topic, and never read or
-// weighed it). The plan is not priced until it does: priced with no sizes,
-// every plan would cost its fetches' latencies only and a scan of the span
-// would always win. Region 1's few entries lie between megabytes of region
-// 2's: the read must fetch about its own bytes, not the topic.
-func TestSeededLatencyKeepsAnIndexedPlan(t *testing.T) {
+// TestFirstReadFetchesItsOwnBytes: a store's first read knows neither what
+// an offset of its topic weighs nor what a fetch costs (the store wrote the
+// topic, and never read it), so it reads no gap through until it measured
+// both. Region 1's few entries lie between megabytes of region 2's: the
+// read must fetch about its own bytes, not the topic.
+func TestFirstReadFetchesItsOwnBytes(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)
 	w := openStore(t, brokers, nil)
@@ -347,12 +344,10 @@ func TestReadBoundsAskTheLeaderOnly(t *testing.T) {
 	require.Positive(t, metadata.Load(), "the fallback asked for metadata")
 }
 
-// TestRestartedReadFetchesSizedRanges: Open samples one record batch of
-// the topic its index covers furthest, so a replay right after a restart
-// knows what an offset weighs before its first fetch: a range of several
-// batches is fetched whole in one fetch. (Without the sample, its first
-// fetch is a one-batch probe, and the rest of the range a second fetch
-// once the probe landed: a round trip more in one region's replay.)
+// TestRestartedReadFetchesSizedRanges: a replay right after a restart
+// does not know what an offset weighs: it probes its range with a
+// one-batch fetch, and the rest of the range, sized from the probe, comes
+// in one more fetch (not a fetch per batch).
 func TestRestartedReadFetchesSizedRanges(t *testing.T) {
 	t.Parallel()
 	brokers := testutil.Brokers(t)
@@ -378,11 +373,10 @@ func TestRestartedReadFetchesSizedRanges(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir })
-	require.Positive(t, kafka.SizeSeed(s), "Open weighed a batch")
 	var st kafka.ReadStats
 	got := collect(t, s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{Stats: &st}))
 	require.Len(t, got, 15)
-	require.Equal(t, 1, st.Fetches, "the 5 batches in one fetch")
+	require.Equal(t, 2, st.Fetches, "a probe of one batch, which sizes the rest, and the other 4 batches in one fetch")
 }
 
 // TestScanChunksEndInOneFetch: a full scan's chunks are cut by the bytes
@@ -457,15 +451,18 @@ func TestMixedPlanReadsEqualScan(t *testing.T) {
 	}
 	require.NoError(t, w.Close())
 
-	// The index merges no gap itself: the cost model decides.
+	// The index merges no gap itself: the gap rule decides.
 	s := openStore(t, brokers, func(c *kafka.Config) { c.IndexDir = dir; c.IndexMergeGap = -1 })
-	// A fetch costs what streaming about 10 offsets does.
-	kafka.SetCostModel(s, 100*time.Microsecond, 1e8)
+	// A first read teaches the store what an offset of the topic weighs
+	// (before that, a pass probes each range with a fetch of its own).
+	collect(t, s.Read(ctx, topic, 2, want[2][len(want[2])-1].ID))
+	// A fetch's latency streams about 10 offsets.
+	kafka.PinReadCosts(s, 100*time.Microsecond, 1e8)
 	from := map[logstore.RegionID]logstore.EntryID{1: 0, 3: 0}
 	var st kafka.ReadStats
 	got, err := readErr(s.ReadWith(ctx, topic, from, kafka.ReadOptions{Stats: &st}))
 	require.NoError(t, err)
-	require.Equal(t, "mixed (dense stretches scanned)", st.Plan)
+	require.Equal(t, "mixed (gaps read through)", st.Plan)
 	require.Equal(t, 1, st.Stretches, "the dense part is one stretch")
 	require.Equal(t, int64(39), st.StretchExtra, "region 4's offsets between its ranges")
 	require.Less(t, st.FetchedBytes, int64(600_000), "region 2's runs are not fetched (the topic holds over 1 MB)")

@@ -126,7 +126,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	// Each step is bounded on its own (a request by RequestTimeout, the mark
 	// by ProduceTimeout, the catch-up scan fetch by fetch), not the whole
 	// walk: the catch-up of a lost index scans the whole topic.
-	gen := s.gate.generation(namespace)
+	gen := s.reads.Gate().Generation(namespace)
 	start, end, err := s.offsetsWithin(ctx, namespace)
 	if err != nil {
 		return PruneResult{}, err
@@ -161,7 +161,9 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if err != nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
 	}
-	s.log.Info("kwal: pruned", "topic", namespace, "before_offset", point, "first_id", point+1)
+	// Routine (the background pruner runs every PruneInterval); the deleted
+	// span is in the result and the metrics.
+	s.log.Debug("kwal: pruned", "topic", namespace, "before_offset", point, "first_id", point+1)
 	res.Deleted = true
 	res.FirstID = logstore.EntryID(point + 1)
 	return res, nil
@@ -266,40 +268,7 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, gen uint64, s
 	// Records that are not kwal's hold no entry: they may go. A corrupt
 	// kwal record may be any region's entry: it fails the catch-up, and so
 	// Prune, which then deletes nothing.
-	return s.scanIntoIndex(ctx, topic, gen, ranges, end)
-}
-
-// scanIntoIndex scans ranges of the topic (ascending, below end) in a pass
-// of its own (no read joins it), whose decoding loop reports the scanned
-// records to the index and notes the marks. Records that are not kwal's
-// count as holding no entry; a kwal record that fails to decode, or a gap,
-// fails the scan, even with SkipCorrupt. Index updates go through the gate
-// with generation gen.
-func (s *LogStore) scanIntoIndex(ctx context.Context, topic string, gen uint64, ranges []index.Range, end int64) error {
-	f := &fetcher{s: s, topic: topic, model: s.models.load(topic), pending: ranges, frontier: ranges[0].Start, sent: ranges[0].Start}
-	f.stats.scan = true
-	r := &reader{s: s, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), from: map[uint64]int64{}, indexOnly: true,
-		route: &router{regions: map[uint64][]*route{}}}
-	r.yield = r.route.dispatch
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch := make(chan fetched)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(ch)
-		f.run(ctx, ch, nil, func() bool { return false })
-	}()
-	err := r.consume(ctx, ch)
-	cancel()
-	for range ch { // let the fetcher finish a send in progress
-	}
-	<-done
-	r.flushMetrics()
-	if err == nil {
-		s.models.save(topic, f.model)
-	}
-	return err
+	return s.reads.ScanIntoIndex(ctx, topic, gen, ranges, end)
 }
 
 // writePruneMark writes the mark that vouches for deleting below point:
@@ -313,9 +282,9 @@ func (s *LogStore) writePruneMark(ctx context.Context, topic string, gen uint64,
 	m := record.Mark{Prune: true, From: start, Point: point}
 	table := map[uint64]int64{}
 	if start > 0 {
-		if pm, ok := s.vouchingMark(ctx, topic, gen, start, end); ok {
-			m.From = pm.m.From
-			for _, rp := range pm.m.Obsolete {
+		if pm, ok := s.reads.VouchingMark(ctx, topic, gen, start, end); ok {
+			m.From = pm.From
+			for _, rp := range pm.Obsolete {
 				table[rp.Region] = rp.Before
 			}
 		}
@@ -333,20 +302,6 @@ func (s *LogStore) writePruneMark(ctx context.Context, topic string, gen uint64,
 	}
 	_, err := s.writeMark(ctx, topic, gen, m)
 	return err
-}
-
-// vouchingMark returns a prune mark whose Point is at or above start: the
-// one known, or one found by scanning from start.
-func (s *LogStore) vouchingMark(ctx context.Context, topic string, gen uint64, start, end int64) (pruneMark, bool) {
-	if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
-		return pm, true
-	}
-	pm, ok, err := s.findPruneMark(ctx, topic, gen, start, end)
-	if err != nil {
-		s.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
-		return pruneMark{}, false
-	}
-	return pm, ok
 }
 
 // pruneLoop runs Prune on every namespace the index knows, every interval,

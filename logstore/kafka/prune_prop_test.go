@@ -134,6 +134,12 @@ func runDatanodeLives(t *testing.T, seed uint64, steps int) {
 
 	check := func(step int, what string) {
 		t.Helper()
+		defer func() {
+			// Every read of the step ended: nothing of the reads' budgets
+			// is still held.
+			require.Zero(t, kafka.ReadPoolUsed(s), "step %d (%s): fetch budget still held after every read ended", step, what)
+			require.Zero(t, kafka.ReadHoldUsed(s), "step %d (%s): hold budget still held after every read ended", step, what)
+		}()
 		for _, m := range nss {
 			must := map[logstore.RegionID]logstore.EntryID{}
 			for _, r := range m.regions {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -16,6 +15,7 @@ import (
 	"github.com/kwal/kwal/internal/dirlock"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/internal/replay"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
 
@@ -73,40 +73,12 @@ type LogStore struct {
 	closeErr  error
 	closeOnce sync.Once
 
-	metaMu sync.Mutex
-	meta   map[string]topicMeta // partition-0 leader and topic ID, for reads
-
-	readCtx   context.Context // cancelled by Close: reads in progress end
-	stopReads context.CancelFunc
-	gate      indexGate // orders reads' index updates with DeleteNamespace and Close
-
-	passMu      sync.Mutex
-	passes      map[string][]*pass // running passes that take joining reads, per topic
-	passSeq     uint64
-	passWG      sync.WaitGroup // the passes' goroutines and the bounds lookups
-	readBounds  readBounds
-	listBatches listBatches
-	joinHook    func()     // tests: called when a read joins a running pass
-	models      modelStore // the last read's cost model, where the next starts
-	// scanReportHook (tests) is called before a read hands what it
-	// scanned to the index, through the gate.
-	scanReportHook func(topic string)
-	// fetchWarm marks the fetch clients (lanes, then admin) that fetched
-	// once already.
-	fetchWarm []atomic.Bool
-	// fetchesOnWire counts the reads' fetches on the wire, all passes
-	// together: a fetch that shared the broker with others is priced at
-	// its share of the time (fetcher.run), and the passes of other topics
-	// share it too.
-	fetchesOnWire atomic.Int64
+	// reads is the read path: reads, their passes and what they learn
+	// (package replay). Close ends it before the index closes.
+	reads *replay.Reads
 
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
-
-	marks knownMarks // prune marks known, per topic (marks.go)
-	// catchUps are the index's background catch-ups (catchup.go); running
-	// is guarded by mu.
-	catchUps catchUps
 }
 
 var _ logstore.LogStore = (*LogStore)(nil)
@@ -135,18 +107,17 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics(), meta: make(map[string]topicMeta), passes: make(map[string][]*pass)}
-	s.marks.prune, s.marks.searched = make(map[string]pruneMark), make(map[string]int64)
+	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics()}
 	s.appendTimeout = fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", cfg.ProduceTimeout, ErrTimeout)
-	s.catchUps = catchUps{slots: make(chan struct{}, catchUpSlots), running: make(map[string]chan struct{})}
-	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			s.stopReads()
+			if s.reads != nil {
+				s.reads.Close()
+			}
 			s.shutdownClients()
 			s.metrics.unregister(cfg.Registerer)
 			_ = s.indexLock.Release()
@@ -216,7 +187,6 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		Clients: clients, MaxRequestBytes: cfg.MaxRequestBytes, MaxQueuedBytes: max(cfg.MaxStoreQueuedBytes, cfg.MaxQueuedBytes),
 		Metrics: s.metrics.worker, Logger: cfg.Logger,
 	})
-	s.fetchWarm = make([]atomic.Bool, cfg.FetchConnections())
 	if !cfg.DisableIndex {
 		st := cfg.IndexStore
 		switch {
@@ -244,6 +214,14 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		}
 		s.index = g
 	}
+	s.reads = replay.New(replay.Options{
+		Host: readHost{s}, Index: s.index, Conns: cfg.FetchConnections(),
+		FetchMaxBytes: cfg.FetchMaxBytes, ChunkBytes: cfg.FetchChunkBytes(),
+		HoldBytes: cfg.ReadHoldBytes, MaxEntryBytes: cfg.MaxEntryBytes,
+		RequestTimeout: cfg.RequestTimeout, RetryBackoff: cfg.RetryBackoff, SkipCorrupt: cfg.SkipCorrupt,
+		Logger: cfg.Logger, Metrics: s.metrics.reads,
+		ErrUnknownNamespace: ErrUnknownNamespace, ErrFutureID: ErrFutureID,
+	})
 	if g := s.index; g != nil && cfg.PruneInterval > 0 && !cfg.IndexReadOnly {
 		s.stopPrune, s.pruneExited = make(chan struct{}), make(chan struct{})
 		go func() {
@@ -252,7 +230,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		}()
 	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	s.warmReads(wctx)
+	s.reads.Warm(wctx)
 	cancel()
 	ok = true
 	s.log.Debug("kwal: store open", "config", cfg)
@@ -287,9 +265,7 @@ func (s *LogStore) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		s.stopReads() // reads in progress end with ErrClosed
-		s.gate.close()
-		s.passWG.Wait()
+		s.reads.Close() // reads in progress end with ErrClosed; no read changes the index from here on
 		if s.stopPrune != nil {
 			close(s.stopPrune)
 			<-s.pruneExited
@@ -345,4 +321,26 @@ func (s *LogStore) shutdownClients() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
+}
+
+// readHost is what the read path asks of the store (replay.Host).
+type readHost struct{ s *LogStore }
+
+// FetchClient returns the client of fetch connection i: the produce lanes'
+// clients, then the admin client, each its own connection to a broker.
+func (h readHost) FetchClient(i int) *kgo.Client {
+	if i < len(h.s.laneClients) {
+		return h.s.laneClients[i]
+	}
+	return h.s.admin
+}
+
+func (h readHost) Admin() *kadm.Client { return h.s.adm }
+
+func (h readHost) Offsets(ctx context.Context, topic string) (int64, int64, error) {
+	return h.s.offsets(ctx, topic)
+}
+
+func (h readHost) StartIndex(topic string, gen uint64, start, end int64) (int64, bool) {
+	return h.s.startIndexForRead(topic, gen, start, end)
 }

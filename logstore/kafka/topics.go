@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kwal/kwal/logstore/kafka/internal/retry"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
 
@@ -77,7 +78,7 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
-	_, err := retryEvery(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
+	_, err := retry.Every(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
 		err := s.ensureTopicOnce(ctx, topic, create)
 		return !create || !errors.Is(err, ErrUnknownNamespace), err
 	})
@@ -118,7 +119,7 @@ func (s *LogStore) ensureTopicOnce(ctx context.Context, topic string, create boo
 				"topic", topic, "log_end", end, "index_watermark", w)
 		}
 		s.index.Start(topic, start, end)
-		s.startCatchUp(topic, end)
+		s.reads.CatchUp(topic, end)
 	}
 	return nil
 }
@@ -143,7 +144,7 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) (*Retention, e
 	}
 	// A new topic's partition may not have a leader yet; wait for one so
 	// that the first fetch or ListOffsets does not fail.
-	_, err = retryEvery(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
+	_, err = retry.Every(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
 		details, err := s.adm.ListTopics(ctx, topic)
 		if err == nil {
 			if td, ok := details[topic]; ok && td.Err == nil && len(td.Partitions) > 0 {
@@ -171,7 +172,7 @@ func (s *LogStore) offsetsWithin(ctx context.Context, topic string) (start, end 
 // asked concurrently. Retriable errors (a leader that moved) are retried
 // after a metadata refresh until ctx ends.
 func (s *LogStore) offsets(ctx context.Context, topic string) (start, end int64, err error) {
-	_, err = retryEvery(ctx, s.cfg.RetryBackoff, func(attempt int) (bool, error) {
+	_, err = retry.Every(ctx, s.cfg.RetryBackoff, func(attempt int) (bool, error) {
 		start, end, err = s.offsetsOnce(ctx, topic)
 		if err == nil || !kerr.IsRetriable(err) || errors.Is(err, ErrUnknownNamespace) {
 			return true, err
@@ -222,57 +223,6 @@ func mapUnknown(err error) error {
 		return errors.Join(ErrUnknownNamespace, err)
 	}
 	return err
-}
-
-// topicMeta is what reads need to address a topic's partition 0.
-type topicMeta struct {
-	leader int32
-	id     [16]byte
-}
-
-// topicMeta returns the topic's partition-0 leader and ID, cached; refresh
-// asks the broker again (after a fetch found the leader moved).
-func (s *LogStore) topicMeta(ctx context.Context, topic string, refresh bool) (topicMeta, error) {
-	if !refresh {
-		s.metaMu.Lock()
-		m, ok := s.meta[topic]
-		s.metaMu.Unlock()
-		if ok {
-			return m, nil
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	details, err := s.adm.ListTopics(ctx, topic)
-	if err != nil {
-		return topicMeta{}, fmt.Errorf("metadata: %w", err)
-	}
-	td, ok := details[topic]
-	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		s.forgetMeta(topic)
-		return topicMeta{}, ErrUnknownNamespace
-	}
-	if td.Err != nil {
-		return topicMeta{}, fmt.Errorf("metadata: %w", td.Err)
-	}
-	p, ok := td.Partitions[partition]
-	if !ok {
-		return topicMeta{}, fmt.Errorf("partition %d: %w", partition, ErrUnknownNamespace)
-	}
-	if p.Err != nil || p.Leader < 0 {
-		return topicMeta{}, fmt.Errorf("partition %d has no leader: %w", partition, errors.Join(p.Err, kerr.LeaderNotAvailable))
-	}
-	m := topicMeta{leader: p.Leader, id: td.ID}
-	s.metaMu.Lock()
-	s.meta[topic] = m
-	s.metaMu.Unlock()
-	return m, nil
-}
-
-func (s *LogStore) forgetMeta(topic string) {
-	s.metaMu.Lock()
-	delete(s.meta, topic)
-	s.metaMu.Unlock()
 }
 
 // validateTopic applies Kafka's topic name rules, so a bad namespace is

@@ -40,11 +40,16 @@ type Drop struct {
 }
 
 // Assembled is a complete entry: its region, the offsets of its first and
-// last record, and its data.
+// last record, and its data. An entry whose data was spilled while it was
+// open (Spill) is complete and checked all the same, but its Data is nil:
+// Spilled is set, and Size and CRC say what reading its records
+// [First, Last] again must give.
 type Assembled struct {
 	Region      uint64
 	First, Last int64
 	Data        []byte
+	Spilled     bool
+	Size, CRC   uint32
 }
 
 // Step is what one Add produced: at most one discarded run and at most one
@@ -60,8 +65,12 @@ type pending struct {
 	hdr   Header // of the first part; Seq is the next expected part
 	first int64
 	last  int64
-	data  []byte
-	crc   uint32 // CRC-32C of data, combined from its parts' (crc.go)
+	data  []byte // nil once spilled
+	n     int64  // data bytes received, spilled or not
+	crc   uint32 // CRC-32C of the data received, combined from its parts' (crc.go)
+	// spilled is set once Spill dropped the data: the entry goes on being
+	// checked part by part without it.
+	spilled bool
 }
 
 type done struct {
@@ -82,46 +91,38 @@ type done struct {
 // entry (a retried entry's ID is that of its latest first part). A part
 // with no open entry is an orphan. Data of open
 // entries is copied, so callers may reuse the buffers they pass in.
+//
+// A reader bounded in memory may Spill an open entry: its data is dropped
+// and its parts are still checked in order (lengths and CRC) as they come;
+// it completes as an Assembled without data, which the reader reads again.
+// Nothing is given up for lack of memory.
 type Assembler struct {
 	open      map[uint64]*pending
-	openBytes int64 // data held by the open entries
+	openBytes int64 // data the open entries hold (not spilled)
 	last      map[uint64]done
-	cut       map[uint64]cutEntry // per region: the entry Cut gave up, until the region's next entry
-}
-
-// cutEntry is what the assembler remembers of an entry that Cut gave up,
-// to tell a later part of it (the entry was not incomplete) from a
-// duplicate of a part it had.
-type cutEntry struct {
-	hdr   Header // of the first part; Seq is the next part expected
-	first int64
 }
 
 // NewAssembler returns an empty assembler.
 func NewAssembler() *Assembler {
-	return &Assembler{open: make(map[uint64]*pending), last: make(map[uint64]done), cut: make(map[uint64]cutEntry)}
+	return &Assembler{open: make(map[uint64]*pending), last: make(map[uint64]done)}
 }
 
 // Add takes the part decoded from the record at offset. It returns an error
 // when a completed entry fails its end-to-end check (wrapping ErrChecksum
-// or ErrMalformed; the entry is then discarded), and when a part continues
-// an entry that Cut gave up (wrapping ErrCutShort).
+// or ErrMalformed; the entry is then discarded).
 func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	var st Step
 	if p.Kind == KindMark {
 		return st, fmt.Errorf("%w: a mark at offset %d is not an entry part", ErrMalformed, offset)
 	}
 	pe := a.open[p.Region]
-	if p.Kind == KindWhole || p.Kind == KindFirst {
-		delete(a.cut, p.Region) // the region's writer went on to another entry
-	}
 	switch p.Kind {
 	case KindWhole:
 		if pe != nil {
 			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
 		}
 		a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC}
-		st.Entry, st.Complete = Assembled{Region: p.Region, First: offset, Last: offset, Data: p.Data}, true
+		st.Entry, st.Complete = Assembled{Region: p.Region, First: offset, Last: offset, Data: p.Data, Size: p.Size, CRC: p.EntryCRC}, true
 		return st, nil
 
 	case KindFirst:
@@ -138,21 +139,12 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		}
 		hdr := p.Header
 		hdr.Seq = 1
-		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), crc: p.dataCRC()}
+		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), n: int64(len(p.Data)), crc: p.dataCRC()}
 		a.openBytes += int64(len(p.Data))
 		return st, nil
 	}
 
 	// Middle or last part.
-	if c, ok := a.cut[p.Region]; ok && pe == nil && sameEntry(c.hdr, p.Header) {
-		if p.Seq < c.hdr.Seq {
-			return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
-		}
-		delete(a.cut, p.Region)
-		return Step{Drop: Drop{Reason: DropIncomplete, Region: p.Region, First: c.first, Last: offset}, Dropped: true},
-			fmt.Errorf("%w: entry of region %d at offset %d (%d bytes) goes on at offset %d (part %d)",
-				ErrCutShort, p.Region, c.first, c.hdr.Size, offset, p.Seq)
-	}
 	if pe == nil {
 		if d, ok := a.last[p.Region]; ok && d.split && d.size == p.Size && d.crc == p.EntryCRC && p.Seq <= d.lastSeq {
 			return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
@@ -168,12 +160,15 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		pe.last = max(pe.last, offset)
 		return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
 	}
-	if uint64(len(pe.data))+uint64(len(p.Data)) > uint64(pe.hdr.Size) {
+	if uint64(pe.n)+uint64(len(p.Data)) > uint64(pe.hdr.Size) {
 		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
 	}
-	pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
+	if !pe.spilled {
+		pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
+		a.openBytes += int64(len(p.Data))
+	}
+	pe.n += int64(len(p.Data))
 	pe.crc = combine(pe.crc, p.dataCRC(), len(p.Data))
-	a.openBytes += int64(len(p.Data))
 	pe.last = offset
 	pe.hdr.Seq++
 	if p.Kind == KindMiddle {
@@ -182,16 +177,41 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	delete(a.open, p.Region)
 	a.openBytes -= int64(len(pe.data))
 	a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC, lastSeq: p.Seq, split: true}
-	if uint64(len(pe.data)) != uint64(pe.hdr.Size) {
+	if uint64(pe.n) != uint64(pe.hdr.Size) {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
-			ErrMalformed, p.Region, pe.first, offset, len(pe.data), pe.hdr.Size)
+			ErrMalformed, p.Region, pe.first, offset, pe.n, pe.hdr.Size)
 	}
 	if c := pe.crc; c != pe.hdr.EntryCRC {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d: CRC %08x, computed %08x",
 			ErrChecksum, p.Region, pe.first, offset, pe.hdr.EntryCRC, c)
 	}
-	st.Entry, st.Complete = Assembled{Region: p.Region, First: pe.first, Last: offset, Data: pe.data}, true
+	st.Entry = Assembled{Region: p.Region, First: pe.first, Last: offset, Data: pe.data, Spilled: pe.spilled, Size: pe.hdr.Size, CRC: pe.hdr.EntryCRC}
+	st.Complete = true
 	return st, nil
+}
+
+// Spill drops the data of region's open entry, which goes on being checked
+// part by part and completes without data (Assembled.Spilled). It returns
+// the bytes freed (0 when the region has no open entry with data).
+func (a *Assembler) Spill(region uint64) int64 {
+	pe := a.open[region]
+	if pe == nil || pe.spilled {
+		return 0
+	}
+	n := int64(len(pe.data))
+	pe.data, pe.spilled = nil, true
+	a.openBytes -= n
+	return n
+}
+
+// EachOpen calls fn with the region, first offset and data bytes held
+// (0 once spilled) of every open entry, until fn returns false.
+func (a *Assembler) EachOpen(fn func(region uint64, first, bytes int64) bool) {
+	for r, pe := range a.open {
+		if !fn(r, pe.first, int64(len(pe.data))) {
+			return
+		}
+	}
 }
 
 // Open returns, sorted by first offset, the entries still open: at the end

@@ -281,7 +281,7 @@ func runWorkload(w workload, stats propStats) string {
 				stats["incomplete"]++
 			}
 			if r.role == roleComplete {
-				want.Entry = Assembled{Region: r.region, First: r.ent.first, Last: r.off, Data: r.ent.data}
+				want.Entry = Assembled{Region: r.region, First: r.ent.first, Last: r.off, Data: r.ent.data, Size: uint32(len(r.ent.data)), CRC: Checksum(r.ent.data)}
 				want.Complete = true
 			}
 		}

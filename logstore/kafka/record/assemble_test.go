@@ -39,7 +39,7 @@ func dropStep(reason DropReason, region uint64, first, last int64) Step {
 }
 
 func entryStep(region uint64, first, last int64, data []byte) Step {
-	return Step{Entry: Assembled{Region: region, First: first, Last: last, Data: data}, Complete: true}
+	return Step{Entry: Assembled{Region: region, First: first, Last: last, Data: data, Size: uint32(len(data)), CRC: Checksum(data)}, Complete: true}
 }
 
 // assertStep compares steps, treating nil and empty data alike.
@@ -204,7 +204,7 @@ func TestAssembleIncomplete(t *testing.T) {
 		assert.True(t, st.Dropped)
 		assert.Equal(t, Drop{Reason: DropIncomplete, Region: 7, First: 0, Last: 2}, st.Drop)
 		assert.True(t, st.Complete)
-		assert.Equal(t, Assembled{Region: 7, First: 3, Last: 3, Data: []byte("w")}, st.Entry)
+		assert.Equal(t, entryStep(7, 3, 3, []byte("w")).Entry, st.Entry)
 		assert.Less(t, st.Drop.Last, st.Entry.First, "the drop came first in the log")
 		assert.Empty(t, f.a.Open())
 	})
@@ -420,41 +420,38 @@ func TestAssembleGrowsToSize(t *testing.T) {
 	}
 }
 
-// TestAssembleCut: OpenBytes counts the open entries' data; Cut gives up
-// the oldest open entry (a reader's memory bound), a repeat of a part it
-// had is a duplicate, a later part of it fails with ErrCutShort (it was
-// not incomplete: nothing is lost silently), and the region's next entry
-// forgets the cut one.
-func TestAssembleCut(t *testing.T) {
+// TestAssembleSpill: OpenBytes counts the open entries' data; Spill drops
+// one entry's data (a reader bounded in memory), which then goes on being
+// checked part by part: it completes without data, saying which records
+// hold it and what they must add up to, and a part that breaks it still
+// abandons it. Nothing is given up for lack of memory.
+func TestAssembleSpill(t *testing.T) {
 	a := mustSplit(t, 1, []byte("AAAAAAAAAA"), lim4) // 3 parts
 	b := mustSplit(t, 2, []byte("BBBBBBBB"), lim4)   // 2 parts
 	f := newFeeder(t, 0)
-	_, ok := f.a.Cut()
-	require.False(t, ok, "nothing open")
+	require.Zero(t, f.a.Spill(1), "nothing open")
 	assertStep(t, Step{}, f.add(a[0])) // 0
 	assertStep(t, Step{}, f.add(b[0])) // 1
 	assertStep(t, Step{}, f.add(a[1])) // 2
 	require.EqualValues(t, 12, f.a.OpenBytes())
-	d, ok := f.a.Cut()
-	require.True(t, ok)
-	require.Equal(t, Drop{Reason: DropIncomplete, Region: 1, First: 0, Last: 2}, d)
+	require.EqualValues(t, 8, f.a.Spill(1))
+	require.Zero(t, f.a.Spill(1), "spilled already")
 	require.EqualValues(t, 4, f.a.OpenBytes())
 	lo, open := f.a.MinOpenFirst()
 	require.True(t, open)
-	require.EqualValues(t, 1, lo)
+	require.EqualValues(t, 0, lo, "a spilled entry is still open")
 	assertStep(t, dropStep(DropDuplicate, 1, 3, 3), f.add(a[1]))       // 3: a retry's copy
 	assertStep(t, entryStep(2, 1, 4, []byte("BBBBBBBB")), f.add(b[1])) // 4
+	st := f.add(a[2])                                                  // 5
+	require.True(t, st.Complete)
+	require.Equal(t, Assembled{Region: 1, First: 0, Last: 5, Spilled: true, Size: 10, CRC: Checksum([]byte("AAAAAAAAAA"))}, st.Entry)
 	require.Zero(t, f.a.OpenBytes())
-	_, err := f.a.Add(5, roundTrip(t, a[2]))
-	require.ErrorIs(t, err, ErrCutShort)
-	require.Contains(t, err.Error(), "region 1 at offset 0")
 
-	// Cut again; the region's next entry makes its later parts plain orphans.
+	// A spilled entry that a part breaks is abandoned as any other.
 	f = newFeeder(t, 0)
 	f.add(a[0])
-	_, ok = f.a.Cut()
-	require.True(t, ok)
-	w := mustSplit(t, 1, []byte("w"), lim4)[0]
-	assertStep(t, entryStep(1, 1, 1, []byte("w")), f.add(w))
-	assertStep(t, dropStep(DropOrphan, 1, 2, 2), f.add(a[1]))
+	f.a.Spill(1)
+	assertStep(t, dropStep(DropIncomplete, 1, 0, 1), f.add(a[2]))
+	_, open = f.a.MinOpenFirst()
+	require.False(t, open)
 }

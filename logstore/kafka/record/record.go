@@ -112,9 +112,6 @@ var (
 	ErrMalformed = errors.New("record: malformed header")
 	// ErrTooLarge reports an entry larger than MaxEntrySize.
 	ErrTooLarge = errors.New("record: entry too large")
-	// ErrCutShort reports a part of an entry that the Assembler had given
-	// up as incomplete (Cut): the entry was longer than the reader's bound.
-	ErrCutShort = errors.New("record: part of an entry given up as incomplete")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -1,6 +1,8 @@
-package kafka
+package replay
 
-import "github.com/kwal/kwal/logstore/kafka/index"
+import (
+	"github.com/kwal/kwal/logstore/kafka/index"
+)
 
 // The index's catch-up after a restart.
 //
@@ -36,49 +38,62 @@ type catchUps struct {
 	running map[string]chan struct{} // per topic: closed when its catch-up ended
 }
 
-// startCatchUp scans [w, end) of topic into the index in the background
-// when the index's watermark w lies below end. The store lock is not held.
-func (s *LogStore) startCatchUp(topic string, end int64) {
-	wm := s.index
-	w, covered := wm.Watermark(topic)
+// CatchUp scans [w, end) of topic into the index in the background when
+// the index's watermark w lies below end (a producer opened the topic, and
+// end is the log end it saw).
+func (r *Reads) CatchUp(topic string, end int64) {
+	if r.o.Index == nil {
+		return
+	}
+	w, covered := r.o.Index.Watermark(topic)
 	if !covered || w >= end {
 		return
 	}
-	gen := s.gate.generation(topic)
-	s.mu.Lock()
-	if _, busy := s.catchUps.running[topic]; busy || s.closed {
-		s.mu.Unlock()
+	gen := r.gate.generation(topic)
+	r.mu.Lock()
+	if _, busy := r.catchUps.running[topic]; busy || r.done {
+		r.mu.Unlock()
 		return
 	}
 	done := make(chan struct{})
-	s.catchUps.running[topic] = done
-	s.passWG.Add(1)
-	s.mu.Unlock()
+	r.catchUps.running[topic] = done
+	r.wg.Add(1)
+	r.mu.Unlock()
 	go func() {
-		defer s.passWG.Done()
+		defer r.wg.Done()
 		defer func() {
-			s.mu.Lock()
-			delete(s.catchUps.running, topic)
-			s.mu.Unlock()
+			r.mu.Lock()
+			delete(r.catchUps.running, topic)
+			r.mu.Unlock()
 			close(done)
 		}()
-		ctx := s.readCtx
+		ctx := r.ctx
 		select {
-		case s.catchUps.slots <- struct{}{}:
-			defer func() { <-s.catchUps.slots }()
+		case r.catchUps.slots <- struct{}{}:
+			defer func() { <-r.catchUps.slots }()
 		case <-ctx.Done():
 			return
 		}
 		// A read's scan may have closed the gap meanwhile.
-		if w, covered = wm.Watermark(topic); !covered || w >= end {
+		if w, covered = r.o.Index.Watermark(topic); !covered || w >= end {
 			return
 		}
-		s.log.Info("kwal: the index lies below the log's end; catching it up in the background",
+		r.log.Debug("kwal: the index lies below the log's end; catching it up in the background",
 			"topic", topic, "index_watermark", w, "log_end", end)
-		err := s.scanIntoIndex(ctx, topic, gen, []index.Range{{Start: w, End: end, Scan: true}}, end)
+		err := r.ScanIntoIndex(ctx, topic, gen, []index.Range{{Start: w, End: end, Scan: true}}, end)
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("kwal: catching the index up failed; a read or Prune will scan what it lacks",
+			r.log.Warn("kwal: catching the index up failed; a read or Prune will scan what it lacks",
 				"topic", topic, "from_offset", w, "to_offset", end, "err", err)
 		}
 	}()
+}
+
+// WaitCatchUp waits until no background catch-up of the topic's index runs.
+func (r *Reads) WaitCatchUp(topic string) {
+	r.mu.Lock()
+	done := r.catchUps.running[topic]
+	r.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }

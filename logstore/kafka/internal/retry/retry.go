@@ -1,4 +1,8 @@
-package kafka
+// Package retry is the store's one retry loop of whole calls: waiting for a
+// new topic's leader, listing offsets and fetching all pace their attempts
+// through it. franz-go retries the requests it issues itself; these are the
+// loops around whole calls whose retriable failures it hands back.
+package retry
 
 import (
 	"context"
@@ -7,20 +11,15 @@ import (
 	"time"
 )
 
-// retryEvery calls attempt (n = 0, 1, ...) until it reports done, pausing
+// Every calls attempt (n = 0, 1, ...) until it reports done, pausing
 // every between attempts. attempt returns done with its final result (nil
 // or an error that retrying cannot cure), or not done with the retriable
-// cause. When ctx ends before the next attempt, retryEvery returns ended
+// cause. When ctx ends before the next attempt, Every returns ended
 // and ctx's error naming the last cause; errors.Is matches both. An
 // attempt that failed only because ctx ended during it (its cause is ctx's
 // error) does not replace the cause before it: "deadline exceeded (last
 // error: deadline exceeded)" would hide why the call kept retrying.
-//
-// It is the store's one retry loop: waiting for a new topic's leader,
-// listing offsets and fetching all pace their attempts with RetryBackoff
-// through it. franz-go retries the requests it issues itself; these are
-// the loops around whole calls whose retriable failures it hands back.
-func retryEvery(ctx context.Context, every time.Duration, attempt func(n int) (done bool, err error)) (ended bool, err error) {
+func Every(ctx context.Context, every time.Duration, attempt func(n int) (done bool, err error)) (ended bool, err error) {
 	var last error
 	for n := 0; ; n++ {
 		done, cause := attempt(n)

@@ -1,18 +1,14 @@
-package kafka
+package replay
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/kwal/kwal/logstore"
 )
 
 // listBatches puts the bounds lookups of many topics led by one broker
@@ -21,13 +17,10 @@ import (
 // next pair, which carries every topic asked for meanwhile. A lookup so
 // never takes offsets asked for before it started.
 //
-// A datanode that restarts starts the replays of all its topics at once,
-// and each topic's bounds lookup (readBounds) was a pair of its own, on the
-// same two connections, which a broker serves one request at a time: with
-// 64 topics the last pair waited behind 63 others (measured on the local
-// Kafka broker, 1,000 regions over 64 topics: bounds lookups of 10–23 ms
-// before the topics' scans, up to 30–78 ms for the regions' own reads,
-// against a 0.3–0.7 ms round trip).
+// A datanode that restarts starts the replays of all its topics at once;
+// with a pair per topic on the same two connections, which a broker serves
+// one request at a time, the last of 64 topics' pairs waited behind 63
+// others.
 type listBatches struct {
 	mu      sync.Mutex
 	leaders map[int32]*leaderLists // a leader is here while its pairs are in flight
@@ -60,8 +53,8 @@ func newListBatch() *listBatch { return &listBatch{done: make(chan struct{})} }
 // watermark, as kadm's ListEndOffsets) of topic as leader answers them,
 // asked after the call began, in a pair shared with the lookups of other
 // topics on that leader (see listBatches).
-func (s *LogStore) listAtLeader(ctx context.Context, topic string, leader int32) (start, end int64, err error) {
-	lb := &s.listBatches
+func (r *Reads) listAtLeader(ctx context.Context, topic string, leader int32) (start, end int64, err error) {
+	lb := &r.lists
 	lb.mu.Lock()
 	if lb.leaders == nil {
 		lb.leaders = make(map[int32]*leaderLists)
@@ -73,14 +66,14 @@ func (s *LogStore) listAtLeader(ctx context.Context, topic string, leader int32)
 		}
 		b = l.next
 	} else {
-		if !s.addReadGoroutines(1) {
+		if !r.goroutines(1) {
 			lb.mu.Unlock()
-			return 0, 0, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
+			return 0, 0, closedErr(topic)
 		}
 		l = &leaderLists{}
 		lb.leaders[leader] = l
 		b = newListBatch()
-		go s.sendListBatches(leader, l, b)
+		go r.sendListBatches(leader, l, b)
 	}
 	b.topics = append(b.topics, topic)
 	lb.mu.Unlock()
@@ -92,29 +85,23 @@ func (s *LogStore) listAtLeader(ctx context.Context, topic string, leader int32)
 	if b.err != nil {
 		return 0, 0, b.err
 	}
-	r := b.listed[topic] // listPair answers every topic asked
-	return r.start, r.end, r.err
+	lb2 := b.listed[topic] // listPair answers every topic asked
+	return lb2.start, lb2.end, lb2.err
 }
 
 // sendListBatches sends b's pair to leader, then the pair gathered
 // meanwhile, until none gathered. Each pair is bounded by RequestTimeout
 // and ends with the store.
-func (s *LogStore) sendListBatches(leader int32, l *leaderLists, b *listBatch) {
-	defer s.passWG.Done()
-	lb := &s.listBatches
+func (r *Reads) sendListBatches(leader int32, l *leaderLists, b *listBatch) {
+	defer r.wg.Done()
+	lb := &r.lists
 	for b != nil {
 		// The topics are final: a lookup arriving now joins l.next.
 		lb.mu.Lock()
 		topics := b.topics
 		lb.mu.Unlock()
-		ctx, cancel := context.WithTimeout(s.readCtx, s.cfg.RequestTimeout)
-		began := time.Now()
-		b.listed, b.err = s.listPair(ctx, leader, topics)
-		if b.err == nil {
-			// A round trip with no data: a fetch's latency, for reads
-			// that measured none yet (cost.go).
-			s.models.sampleLatency(time.Since(began))
-		}
+		ctx, cancel := context.WithTimeout(r.ctx, r.o.RequestTimeout)
+		b.listed, b.err = r.listPair(ctx, leader, topics)
 		cancel()
 		lb.mu.Lock()
 		next := l.next
@@ -132,12 +119,10 @@ func (s *LogStore) sendListBatches(leader int32, l *leaderLists, b *listBatch) {
 // topic (each gets an answer: a topic the leader left out gets
 // errNoBounds), both requests at once and on two connections: a broker
 // serves one connection's requests one at a time, so on one connection the
-// second waited for the first (measured on the local Kafka broker: 1.1–1.8 ms for
-// the pair, of which the second's wait was 0.6–1.0). The end goes on the
-// admin client's connection, the start on the first produce lane client's
-// (boundsClients); Open's warming opens both (warm.go).
-func (s *LogStore) listPair(ctx context.Context, leader int32, topics []string) (map[string]listedBounds, error) {
-	startCl, endCl := s.boundsClients()
+// second would wait for the first. The start goes on the first fetch
+// connection, the end on the last (boundsClients); Warm opens both.
+func (r *Reads) listPair(ctx context.Context, leader int32, topics []string) (map[string]listedBounds, error) {
+	startCl, endCl := r.boundsClients()
 	var starts, ends map[string]listedOffset
 	var g errgroup.Group
 	g.Go(func() (err error) { starts, err = listOffsets(ctx, startCl, leader, topics, -2); return err }) // earliest: the log start

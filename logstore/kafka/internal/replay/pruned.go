@@ -1,4 +1,4 @@
-package kafka
+package replay
 
 import (
 	"cmp"
@@ -40,23 +40,20 @@ type regionFrom struct {
 // read cannot prove it would return everything, and it fails with
 // ErrPruned naming the log start as the first ID still available (reading
 // from it needs no proof).
-func (s *LogStore) proveNothingPruned(ctx context.Context, topic string, gen uint64, below []regionFrom, start, end int64) error {
+func (r *Reads) proveNothingPruned(ctx context.Context, topic string, gen uint64, below []regionFrom, start, end int64) error {
 	slices.SortFunc(below, func(a, b regionFrom) int { return cmp.Compare(a.region, b.region) })
 	var unproven []regionFrom
 	for _, b := range below {
-		if s.index == nil || !s.index.HadNone(topic, uint64(b.region), fromOffset(b.id), start) {
+		if r.o.Index == nil || !r.o.Index.HadNone(topic, uint64(b.region), fromOffset(b.id), start) {
 			unproven = append(unproven, b)
 		}
 	}
 	if len(unproven) == 0 {
 		return nil
 	}
-	pm, ok := s.knownPruneMark(topic)
-	if ok = ok && pm.vouches(start, end); !ok {
-		var err error
-		if pm, ok, err = s.findPruneMark(ctx, topic, gen, start, end); err != nil {
-			return err
-		}
+	pm, ok, err := r.vouching(ctx, topic, gen, start, end)
+	if err != nil {
+		return err
 	}
 	for _, b := range unproven {
 		off := fromOffset(b.id)
@@ -68,12 +65,25 @@ func (s *LogStore) proveNothingPruned(ctx context.Context, topic string, gen uin
 	return nil
 }
 
-// fromOffset is the first offset a read from entry ID id needs.
-func fromOffset(id logstore.EntryID) int64 {
-	if id == 0 {
-		return 0
+// VouchingMark returns a prune mark whose Point is at or above start (it
+// speaks for every record deleted below start): the one known, or one
+// found by scanning the log from start. A failed search is logged and
+// reported as none.
+func (r *Reads) VouchingMark(ctx context.Context, topic string, gen uint64, start, end int64) (record.Mark, bool) {
+	pm, ok, err := r.vouching(ctx, topic, gen, start, end)
+	if err != nil {
+		r.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
+		return record.Mark{}, false
 	}
-	return int64(id) - 1
+	return pm.m, ok
+}
+
+// vouching is VouchingMark with the search's error.
+func (r *Reads) vouching(ctx context.Context, topic string, gen uint64, start, end int64) (pruneMark, bool, error) {
+	if pm, ok := r.marks.known(topic); ok && pm.vouches(start, end) {
+		return pm, true, nil
+	}
+	return r.findPruneMark(ctx, topic, gen, start, end)
 }
 
 // findPruneMark scans the log from start for a prune mark whose Point is at
@@ -82,17 +92,14 @@ func fromOffset(id logstore.EntryID) int64 {
 // the log start lies a little above it). Every mark passed on the way is
 // noted, and what was searched is remembered: a later search starts where
 // this one ended. Records that do not decode are left to the read itself.
-func (s *LogStore) findPruneMark(ctx context.Context, topic string, gen uint64, start, end int64) (pruneMark, bool, error) {
-	f := &fetcher{s: s, topic: topic}
-	if err := f.refreshLeader(ctx); err != nil {
-		return pruneMark{}, false, err
-	}
-	off := max(start, s.searchedTo(topic))
+func (r *Reads) findPruneMark(ctx context.Context, topic string, gen uint64, start, end int64) (pruneMark, bool, error) {
+	var ld leader
+	off := max(start, r.marks.searchedTo(topic))
 	if off > end {
 		off = start // searched a longer log: the topic was recreated
 	}
 	for off < end {
-		res, err := f.fetch(ctx, off, s.cfg.FetchMaxBytes, "scan")
+		res, err := r.fetchAt(ctx, topic, &ld, off, r.o.FetchMaxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err
 		}
@@ -104,9 +111,9 @@ func (s *LogStore) findPruneMark(ctx context.Context, topic string, gen uint64, 
 			if err != nil || p.Kind != record.KindMark {
 				continue
 			}
-			s.noteMarkPart(topic, gen, rec.Offset, p)
-			if pm, ok := s.knownPruneMark(topic); ok && pm.vouches(start, end) {
-				s.setSearchedTo(topic, gen, rec.Offset+1)
+			r.noteMarkPart(topic, gen, rec.Offset, p)
+			if pm, ok := r.marks.known(topic); ok && pm.vouches(start, end) {
+				r.setSearchedTo(topic, gen, rec.Offset+1)
 				return pm, true, nil
 			}
 		}
@@ -117,23 +124,10 @@ func (s *LogStore) findPruneMark(ctx context.Context, topic string, gen uint64, 
 			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", topic, off, res.bytes)
 		}
 		off = res.next
-		s.setSearchedTo(topic, gen, off)
+		r.setSearchedTo(topic, gen, off)
 	}
 	return pruneMark{}, false, nil
 }
-
-// noteMarkPart hands a decoded mark record to noteMark.
-func (s *LogStore) noteMarkPart(topic string, gen uint64, offset int64, p record.Part) {
-	m, err := record.DecodeMark(p.Data)
-	if err != nil { // Decode checked the payload already
-		s.log.Warn("kwal: ignoring an undecodable mark", "topic", topic, "offset", offset, "err", err)
-		return
-	}
-	s.noteMark(topic, gen, offset, m)
-}
-
-// noteMark hands a mark record the pass decoded to the store.
-func (r *reader) noteMark(offset int64, p record.Part) { r.s.noteMarkPart(r.topic, r.gen, offset, p) }
 
 // startMovedError is a fetch's OFFSET_OUT_OF_RANGE below a log start that
 // rose during the read (to start; the log then ended at end). It matches
@@ -178,14 +172,15 @@ func (f *fetcher) wants() map[uint64]int64 {
 // pastPruned handles the head chunk's fetch failing because the log start
 // rose above it while the pass ran (a Prune or retention racing the read).
 // The pass fails with ErrPruned only when one of its reads (still in the
-// pass) needed something that went: for each region, the offsets [max(head's
-// offset, the region's from), start) are put to the same proof as a read starting below the log
-// start (proveNothingPruned: the index or a prune mark; Prune writes its
-// mark before it deletes, so the proof of a racing Prune is in the log).
-// When nothing needed went, the chunk goes on from the new start: it
-// becomes a new range, so that the reader checks for gaps and reports scans
-// to the index from there, never claiming the deleted offsets as read. It
-// returns nil when the pass goes on, else the error that ends it.
+// pass) needed something that went: for each region, the offsets
+// [max(head's offset, the region's from), start) are put to the same proof
+// as a read starting below the log start (proveNothingPruned: the index or
+// a prune mark; Prune writes its mark before it deletes, so the proof of a
+// racing Prune is in the log). When nothing needed went, the chunk goes on
+// from the new start: it becomes a new range, so that the reader checks for
+// gaps and reports scans to the index from there, never claiming the
+// deleted offsets as read. It returns nil when the pass goes on, else the
+// error that ends it.
 func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 	var sm *startMovedError
 	if !errors.As(err, &sm) {
@@ -201,11 +196,12 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 				below = append(below, regionFrom{region: logstore.RegionID(region), id: logstore.EntryID(at + 1)})
 			}
 		}
-		if perr := f.s.proveNothingPruned(ctx, f.topic, f.gen, below, sm.start, sm.end); perr != nil {
+		if perr := f.r.proveNothingPruned(ctx, f.topic, f.gen, below, sm.start, sm.end); perr != nil {
 			return errors.Join(perr, sm.cause)
 		}
 		f.provenTo = sm.start
-		f.s.log.Info("kwal: the log start rose above a read in progress; the read needed nothing below it and goes on",
+		// A prune racing a read, proven harmless: nothing to act on.
+		f.r.log.Debug("kwal: the log start rose above a read in progress; the read needed nothing below it and goes on",
 			"topic", f.topic, "offset", head.off, "log_start", sm.start)
 	}
 	if sm.start >= head.rg.End {
@@ -213,6 +209,46 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 		return nil
 	}
 	rg := index.Range{Start: sm.start, End: head.rg.End, Scan: head.rg.Scan}
-	f.queue[0] = &slot{rg: rg, off: rg.Start, maxBytes: head.maxBytes}
+	f.queue[0] = &chunk{rg: rg, off: rg.Start, maxBytes: head.maxBytes}
 	return nil
+}
+
+// lostTail is called when the log of topic ends (at end) below the index's
+// watermark w: records the index knew of are gone. A read of regions
+// (from: first offset wanted, per region) with records in [end, w) fails
+// with a MissingError, or, with SkipCorrupt, counts them in st and logs
+// them; a read of other regions goes on.
+func (r *Reads) lostTail(topic string, from map[uint64]int64, end, w int64, st *Stats) error {
+	past := make(map[uint64]int64, len(from))
+	for region, off := range from {
+		past[region] = max(off, end)
+	}
+	var lost []span
+	var n int64
+	for _, rg := range r.o.Index.Plan(topic, past, w).Ranges {
+		if !rg.Scan {
+			lost = append(lost, span{rg.Start, rg.End})
+			n += rg.End - rg.Start
+		}
+	}
+	r.log.Error("kwal: the log ends below offsets the index accounted for: records were lost (a truncated or damaged log, or a recreated topic)",
+		"topic", topic, "log_end", end, "index_watermark", w, "read_regions_affected", len(lost) > 0)
+	if len(lost) == 0 {
+		return nil
+	}
+	why := fmt.Sprintf("the log ends at offset %d, but the index knows of records of the regions read at offsets [%d, %d) (a truncated or damaged log, lost broker data, or a recreated topic)",
+		end, lost[0].from, lost[len(lost)-1].to)
+	if !r.o.SkipCorrupt {
+		return &logstore.MissingError{Namespace: topic, From: end, To: w, Why: why}
+	}
+	st.Missing += n
+	r.skipMissing(topic, n, lost[0].from, lost[len(lost)-1].to, why)
+	return nil
+}
+
+// skipMissing counts and logs n missing offsets within [from, to), skipped
+// under SkipCorrupt.
+func (r *Reads) skipMissing(topic string, n, from, to int64, why string) {
+	r.m.skipped.WithLabelValues("missing").Add(float64(n))
+	r.log.Warn("kwal: offsets missing from the log; their entries are lost", "topic", topic, "from", from, "to", to, "why", why)
 }

@@ -1,14 +1,11 @@
-package kafka
+package replay
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kwal/kwal/logstore"
 )
 
 // readBounds batches the log-bounds lookups (ListOffsets) of reads of one
@@ -96,11 +93,11 @@ func (p *placement) placed() {
 	p.once.Do(p.own.done)
 }
 
-// bounds returns the topic's log start and end as looked up after the call
+// lookUp returns the topic's log start and end as looked up after the call
 // began, and the read's placement: the caller must call its placed once it
 // joined or started a pass, or gave up.
-func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, pl *placement, err error) {
-	b := &s.readBounds
+func (r *Reads) lookUp(ctx context.Context, topic string) (start, end int64, pl *placement, err error) {
+	b := &r.bounds
 	b.mu.Lock()
 	if b.flights == nil {
 		b.flights = make(map[string]*boundsFlight)
@@ -113,14 +110,14 @@ func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, 
 		}
 		call = fl.next
 	} else {
-		if !s.addReadGoroutines(1) {
+		if !r.goroutines(1) {
 			b.mu.Unlock()
-			return 0, 0, nil, fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
+			return 0, 0, nil, closedErr(topic)
 		}
 		fl = &boundsFlight{}
 		b.flights[topic] = fl
 		call = &boundsCall{done: make(chan struct{}), cohort: newCohort()}
-		go s.lookUpBounds(topic, fl, call)
+		go r.lookUpBounds(topic, fl, call)
 	}
 	call.cohort.add()
 	b.mu.Unlock()
@@ -155,12 +152,12 @@ func (s *LogStore) bounds(ctx context.Context, topic string) (start, end int64, 
 // lookUpBounds runs call's lookup, then the one queued meanwhile, until
 // none is queued. The lookups are bounded by RequestTimeout and end with
 // the store.
-func (s *LogStore) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall) {
-	defer s.passWG.Done()
-	b := &s.readBounds
+func (r *Reads) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall) {
+	defer r.wg.Done()
+	b := &r.bounds
 	for call != nil {
-		ctx, cancel := context.WithTimeout(s.readCtx, s.cfg.RequestTimeout)
-		call.start, call.end, call.err = s.readBoundsOf(ctx, topic)
+		ctx, cancel := context.WithTimeout(r.ctx, r.o.RequestTimeout)
+		call.start, call.end, call.err = r.boundsOf(ctx, topic)
 		cancel()
 		b.mu.Lock()
 		next := fl.next
@@ -175,40 +172,27 @@ func (s *LogStore) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall
 	}
 }
 
-// addReadGoroutines counts n goroutines of reads for Close to wait for,
-// unless the store is closed (then Close may be waiting already).
-func (s *LogStore) addReadGoroutines(n int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.passWG.Add(n)
-	return true
-}
-
-// readBoundsOf is offsets for a read's bounds lookup, in one round trip:
+// boundsOf is Host.Offsets for a read's bounds lookup, in one round trip:
 // both ListOffsets requests go at once straight to the partition's leader,
 // known from the reads' metadata cache (which Open's warming fills, see
 // warm.go), in a pair shared with the lookups of the leader's other topics
-// (listbatch.go). offsets (kadm) asks for the topic's metadata before each
-// list, a second round trip in every read's way (measured about 0.6 of a
-// 1.3 ms lookup on the local Kafka broker, a sixth of one region's replay).
+// (listbatch.go). Host.Offsets (kadm) asks for the topic's metadata before
+// each list, a second round trip in every read's way.
 //
 // Only a clean answer is taken: any failure (a moved leader, a deleted
 // topic, a stale cache) forgets the cached leader and falls back to
-// offsets, whose retries and errors are the reads' as before.
-func (s *LogStore) readBoundsOf(ctx context.Context, topic string) (start, end int64, err error) {
-	if m, err := s.topicMeta(ctx, topic, false); err == nil {
-		start, end, err := s.listAtLeader(ctx, topic, m.leader)
+// Host.Offsets, whose retries and errors are the reads' as before.
+func (r *Reads) boundsOf(ctx context.Context, topic string) (start, end int64, err error) {
+	if m, err := r.topicMeta(ctx, topic, false); err == nil {
+		start, end, err := r.listAtLeader(ctx, topic, m.leader)
 		if err == nil {
 			return start, end, nil
 		}
 		// The cache may be stale: the fetches look the leader up again.
-		s.forgetMeta(topic)
-		s.log.Debug("kwal: read bounds at the cached leader failed; asking again", "topic", topic, "err", err)
+		r.meta.forget(topic)
+		r.log.Debug("kwal: read bounds at the cached leader failed; asking again", "topic", topic, "err", err)
 	}
-	return s.offsets(ctx, topic)
+	return r.o.Host.Offsets(ctx, topic)
 }
 
 // errNoBounds is a leader's answer that lacks the partition's offset.
@@ -216,4 +200,6 @@ var errNoBounds = errors.New("kwal: list offsets: no offset for the partition")
 
 // boundsClients are the clients whose connections carry a bounds lookup's
 // two requests (see listPair): two clients, two connections.
-func (s *LogStore) boundsClients() (startCl, endCl *kgo.Client) { return s.laneClients[0], s.admin }
+func (r *Reads) boundsClients() (startCl, endCl *kgo.Client) {
+	return r.o.Host.FetchClient(0), r.o.Host.FetchClient(r.o.Conns - 1)
+}

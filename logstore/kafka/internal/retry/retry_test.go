@@ -1,4 +1,4 @@
-package kafka
+package retry
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func TestRetryEvery(t *testing.T) {
 	errFinal := errors.New("final")
 
 	var calls []int
-	ended, err := retryEvery(t.Context(), 0, func(n int) (bool, error) {
+	ended, err := Every(t.Context(), 0, func(n int) (bool, error) {
 		calls = append(calls, n)
 		if n < 3 {
 			return false, errBusy
@@ -29,7 +29,7 @@ func TestRetryEvery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 1, 2, 3}, calls)
 
-	ended, err = retryEvery(t.Context(), 0, func(n int) (bool, error) {
+	ended, err = Every(t.Context(), 0, func(n int) (bool, error) {
 		if n == 0 {
 			return false, errBusy
 		}
@@ -43,7 +43,7 @@ func TestRetryEvery(t *testing.T) {
 	// can end it).
 	ctx, cancel := context.WithCancel(t.Context())
 	n := 0
-	ended, err = retryEvery(ctx, time.Hour, func(int) (bool, error) {
+	ended, err = Every(ctx, time.Hour, func(int) (bool, error) {
 		n++
 		cancel()
 		return false, errBusy
@@ -58,7 +58,7 @@ func TestRetryEvery(t *testing.T) {
 	// context's own error: the error still names the cause before it
 	// (TestFetchErrorsAreRetriedOrReported failed under load without this).
 	dctx, dcancel := context.WithCancel(t.Context())
-	ended, err = retryEvery(dctx, 0, func(n int) (bool, error) {
+	ended, err = Every(dctx, 0, func(n int) (bool, error) {
 		if n == 0 {
 			return false, errBusy
 		}
@@ -70,7 +70,7 @@ func TestRetryEvery(t *testing.T) {
 	require.ErrorIs(t, err, errBusy)
 
 	// No cause: the context's error alone.
-	ended, err = retryEvery(ctx, time.Hour, func(int) (bool, error) { return false, nil })
+	ended, err = Every(ctx, time.Hour, func(int) (bool, error) { return false, nil })
 	require.True(t, ended)
 	require.Equal(t, context.Canceled, err)
 }

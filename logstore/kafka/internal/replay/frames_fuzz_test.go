@@ -1,4 +1,4 @@
-package kafka
+package replay
 
 import (
 	"math/rand/v2"

@@ -1,0 +1,329 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// decoder is a pass's decoding loop: it takes the fetcher's responses in
+// offset order, decodes their records, reassembles entries and hands them
+// to the router. It runs in its own goroutine and shares no state with the
+// fetcher.
+type decoder struct {
+	r     *Reads
+	topic string
+	gen   uint64 // the topic's generation when the pass started (Gate)
+	end   int64  // the log end the pass reads to
+	asm   *record.Assembler
+	route *router
+
+	from  map[uint64]int64 // first offset wanted, per region (the lowest of its reads')
+	stats Stats
+
+	// indexOnly marks a scan that only feeds the index (ScanIntoIndex):
+	// records that are not kwal's count as holding no entry instead of
+	// failing, and a corrupt record or a gap fails it even with
+	// SkipCorrupt (it yields nothing, so skipping gains nothing, and
+	// Prune's error then names the damage).
+	indexOnly bool
+
+	// Per-record counters, added to the metrics when the pass ends.
+	otherRegion, beforeStart int
+}
+
+func newDecoder(r *Reads, topic string, gen uint64, end int64, rt *router) *decoder {
+	d := &decoder{r: r, topic: topic, gen: gen, end: end, asm: record.NewAssembler(), route: rt, from: make(map[uint64]int64)}
+	rt.asm, rt.topic = d.asm, topic
+	return d
+}
+
+// decode runs the pass's decoding loop over ch until it closes or fails,
+// then hands the reads what they still hold.
+func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
+	defer func() {
+		d.r.hold.add(-d.asm.OpenBytes())
+		d.route.abandon()
+	}()
+	if err := d.consume(ctx, ch); err != nil {
+		// The entries before the failure are the reads' as they would be
+		// without sharing; then the failure.
+		if ferr := d.route.flush(ctx); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return err
+	}
+	if err := d.route.release(ctx, true); err != nil {
+		return err
+	}
+	if err := d.route.flush(ctx); err != nil {
+		return err
+	}
+	for _, o := range d.asm.Open() {
+		d.r.m.skipped.WithLabelValues("incomplete").Inc()
+		// An entry still being appended, or one a crashed writer left
+		// unfinished: neither was acknowledged, so nothing is lost; counted in
+		// kwal_read_skipped_records_total{kind="incomplete"}.
+		d.r.log.Debug("kwal: entry not complete at the end of the read; not yielded",
+			"topic", d.topic, "region", o.Region, "first_offset", o.First, "last_offset", o.Last, "read_end", d.end)
+	}
+	return nil
+}
+
+// maxScanRuns bounds the runs a scan accumulates for the index before it
+// hands them over (the index keeps consecutive pieces below its span until
+// one reaches it).
+const maxScanRuns = 1 << 16
+
+// consume decodes the fetcher's messages in order: responses (whose
+// entries go to the router, handed over after each response) and joining
+// reads.
+func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
+	var runs []index.Run // a scan's runs since accFrom, covering [accFrom, off)
+	var rg index.Range
+	var off, accFrom int64
+	report := func() {
+		if rg.Scan && off > accFrom && d.r.o.Index != nil {
+			if h := d.r.hooks.ScanReport; h != nil {
+				h(d.topic)
+			}
+			d.r.gate.update(d.topic, d.gen, func() { d.r.o.Index.ObserveScan(d.topic, accFrom, off, runs) })
+		}
+		runs, accFrom = runs[:0], off
+	}
+	defer report()
+	// skip leaves [from, to) unaccounted: a record skipped under
+	// SkipCorrupt (undecodable, it may be any region's entry) or offsets
+	// missing from the log. Reported as holding no entry, they would let
+	// every later read, with SkipCorrupt or not, pass them by silently;
+	// left out, the index's span stops below them (W cannot cross offsets
+	// nobody reported), so later reads scan them and meet the damage.
+	skip := func(from, to int64) {
+		off = from
+		report()
+		off, accFrom = to, to
+	}
+	// accountGap accounts for [off, to), offsets that returned no record:
+	// transaction markers hold no entry; the missing runs are skipped.
+	accountGap := func(to int64, missing []span) {
+		for _, m := range missing {
+			if m.from > off {
+				runs = index.AppendRun(runs, index.Run{Start: off, Count: m.from - off, Foreign: true})
+			}
+			skip(m.from, m.to)
+		}
+		if to > off {
+			runs = index.AppendRun(runs, index.Run{Start: off, Count: to - off, Foreign: true})
+		}
+	}
+	for f := range ch {
+		if f.err != nil {
+			return f.err
+		}
+		if f.join != nil {
+			d.route.add(f.join, d.from)
+			continue
+		}
+		d.route.cur = f.charge
+		err := func() error {
+			if f.rg != rg || f.from < off {
+				report()
+				rg, off, accFrom = f.rg, f.rg.Start, f.rg.Start
+			}
+			for _, rec := range f.fp.Records {
+				if rec.Offset < off {
+					continue
+				}
+				if rec.Offset >= rg.End {
+					break
+				}
+				if rec.Offset > off {
+					missing, err := d.gap(off, rec.Offset, f.control)
+					if err != nil {
+						return err
+					}
+					if rg.Scan {
+						accountGap(rec.Offset, missing)
+					}
+					off = rec.Offset
+				}
+				region, holds, err := d.handle(ctx, rec)
+				if err != nil {
+					// Not accounted for: a record that ends the read (one
+					// that fails to decode may be any region's entry) must
+					// not become "no entry" in the index, or the next read
+					// would pass it by.
+					return err
+				}
+				switch {
+				case !rg.Scan:
+				case holds == holdsUnknown:
+					skip(rec.Offset, rec.Offset+1)
+				default:
+					runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: holds == holdsNone})
+				}
+				off = rec.Offset + 1
+			}
+			if f.fp.Err != nil {
+				return &logstore.CorruptError{Namespace: d.topic, Offset: f.next, Err: f.fp.Err}
+			}
+			// Offsets up to next that returned no record must be transaction
+			// markers (see gap).
+			if end := min(f.next, rg.End); end > off {
+				missing, err := d.gap(off, end, f.control)
+				if err != nil {
+					return err
+				}
+				if rg.Scan {
+					accountGap(end, missing)
+				}
+				off = end
+			}
+			if len(runs) >= maxScanRuns {
+				report()
+			}
+			return d.route.flush(ctx)
+		}()
+		d.route.cur = nil
+		f.charge.done()
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// skipCorrupt reports whether the pass skips corrupt records and gaps.
+func (d *decoder) skipCorrupt() bool { return d.r.o.SkipCorrupt && !d.indexOnly }
+
+// holding is what a scanned record tells the index about its offset.
+type holding int8
+
+const (
+	holdsNone    holding = iota // no entry: a mark, or a record that is not kwal's
+	holdsEntry                  // a part of its region's entry
+	holdsUnknown                // skipped under SkipCorrupt: undecodable, it may be any region's entry
+)
+
+// handle decodes one record and feeds the assembler. It reports the
+// record's region, what it holds, and a read-ending error.
+func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, holding, error) {
+	r := d.r
+	d.stats.Records++
+	p, err := record.Decode(rec.Key, rec.Value)
+	if err == nil && p.Kind == record.KindMark {
+		r.noteMarkPart(d.topic, d.gen, rec.Offset, p)
+		return 0, holdsNone, nil
+	}
+	if err != nil {
+		kind := "corrupt"
+		if errors.Is(err, record.ErrNotKwal) {
+			kind = "foreign"
+		}
+		if d.indexOnly && kind == "foreign" {
+			return 0, holdsNone, nil
+		}
+		if !d.skipCorrupt() {
+			return 0, holdsNone, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
+		}
+		r.m.skipped.WithLabelValues(kind).Inc()
+		r.log.Warn("kwal: skipping a record that is not a valid kwal record", "topic", d.topic, "offset", rec.Offset, "kind", kind, "err", err)
+		if kind == "foreign" {
+			return 0, holdsNone, nil // not kwal's: no entry (index/doc.go)
+		}
+		return 0, holdsUnknown, nil
+	}
+	from, ok := d.from[p.Region]
+	if !ok {
+		d.otherRegion++ // counted once per pass: this runs for every record
+		return p.Region, holdsEntry, nil
+	}
+	if rec.Offset < from {
+		d.beforeStart++
+		return p.Region, holdsEntry, nil
+	}
+	if p.Kind == record.KindFirst && int64(p.Size) > r.o.MaxEntryBytes {
+		return p.Region, holdsEntry, fmt.Errorf("kwal: read %q: the entry of region %d at offset %d holds %d bytes, more than a read of this store may hold (%d): %w",
+			d.topic, p.Region, rec.Offset, p.Size, r.o.MaxEntryBytes, ErrHoldExceeded)
+	}
+	before := d.asm.OpenBytes()
+	st, err := d.asm.Add(rec.Offset, p)
+	r.hold.add(d.asm.OpenBytes() - before)
+	if st.Dropped {
+		r.m.skipped.WithLabelValues(st.Drop.Reason.String()).Inc()
+		if st.Drop.Reason == record.DropIncomplete {
+			r.log.Warn("kwal: dropping an incomplete entry: its writer went on to another entry of the region before writing all of it", "topic", d.topic,
+				"region", st.Drop.Region, "first_offset", st.Drop.First, "last_offset", st.Drop.Last)
+		}
+	}
+	if err != nil {
+		if !d.skipCorrupt() {
+			return p.Region, holdsEntry, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
+		}
+		r.m.skipped.WithLabelValues("corrupt").Inc()
+		r.log.Warn("kwal: skipping an entry that fails its checksum", "topic", d.topic, "offset", rec.Offset, "err", err)
+		return p.Region, holdsEntry, nil
+	}
+	if st.Complete {
+		e := st.Entry
+		if err := d.route.dispatch(ctx, assembled{Assembled: e, inResponse: e.First == e.Last && !e.Spilled}); err != nil {
+			return p.Region, holdsEntry, err
+		}
+	}
+	if (st.Complete || st.Dropped) && len(d.route.waiting) > 0 {
+		if err := d.route.release(ctx, false); err != nil {
+			return p.Region, holdsEntry, err
+		}
+	}
+	d.route.fit()
+	return p.Region, holdsEntry, nil
+}
+
+// gap checks offsets [from, to) that the response held no record for: they
+// must all be control batches' offsets. Otherwise the read fails with a
+// MissingError naming the first missing run, or, with SkipCorrupt, counts
+// every missing offset, logs each run and returns the runs (which the
+// index must not account for: see consume).
+func (d *decoder) gap(from, to int64, control []span) ([]span, error) {
+	var missing []span
+	for from < to {
+		covered := false
+		for _, c := range control {
+			if c.from <= from && from < c.to {
+				from, covered = min(c.to, to), true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		// The missing run ends at the next control batch, or at to.
+		end := to
+		for _, c := range control {
+			if c.from > from && c.from < end {
+				end = c.from
+			}
+		}
+		if !d.skipCorrupt() {
+			return nil, &logstore.MissingError{Namespace: d.topic, From: from, To: end,
+				Why: fmt.Sprintf("the fetched records jump from offset %d to %d, and no transaction marker fills the gap (records deleted from the middle of the log)", from, end)}
+		}
+		d.stats.Missing += end - from
+		d.r.skipMissing(d.topic, end-from, from, end, "gap in the log")
+		missing = append(missing, span{from, end})
+		from = end
+	}
+	return missing, nil
+}
+
+// flushMetrics adds the pass's per-record counts to the metrics.
+func (d *decoder) flushMetrics() {
+	d.r.m.skipped.WithLabelValues("other_region").Add(float64(d.otherRegion))
+	d.r.m.skipped.WithLabelValues("before_start").Add(float64(d.beforeStart))
+}

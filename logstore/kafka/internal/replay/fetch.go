@@ -1,0 +1,607 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore/kafka/index"
+)
+
+// fetcher issues a pass's fetch requests and hands each response, in
+// offset order, to the pass's decoding loop (decoder) as a fetched message.
+// It owns everything about the wire: the partition leader and topic ID, the
+// estimate that sizes fetches and decides which gaps to read through,
+// retries and the mapping of Kafka's errors (wire.go). It shares no state
+// with the decoder; its counters are read once its goroutine has ended.
+//
+// Pipelining: the plan is cut into chunks of about ChunkBytes, and chunks
+// are fetched concurrently over the store's connections, within the
+// store's Pool (one fetch per connection, a byte budget shared by every
+// pass) and at most twice as many chunks started as there are connections
+// before the decoder took them. A response that lands frees its connection
+// at once, before the decoder takes it: a slow fetch at the head holds no
+// other connection idle; while the decoder is busy, the fetcher goes on
+// landing and starting the fetches behind it. A response that ends before
+// its chunk does is continued at once by a fetch of the rest, ahead of the
+// chunks behind it.
+//
+// Joins: a read of the same topic that starts while the pass runs sends
+// its planned ranges on the joins channel; when none of them lies below
+// what the fetcher already handed over, the fetcher adds them (parts below
+// its frontier as extra chunks in offset order, the rest to its plan) and
+// places a join marker in its stream before the first chunk that may hold
+// the joining read's records. Reads that looked their bounds up together
+// with the pass's first read (its cohorts) join before anything is cut:
+// the fetcher waits for them, so that a restart's replays are one plan
+// whose ranges merge across regions, not the first read's plan and late
+// joins fetched range by range.
+type fetcher struct {
+	r       *Reads
+	topic   string
+	gen     uint64 // the topic's generation when the pass started (Gate)
+	noIndex bool
+	ld      leader
+
+	est   estimate
+	stats fetchStats
+
+	pending  []index.Range // planned, not yet cut into chunks: ascending, disjoint, >= frontier
+	queue    []*chunk      // chunks and join markers not yet handed over, in offset order
+	frontier int64         // end of the last chunk cut from pending
+	sent     int64         // the decoder has been handed every record below sent
+	planned  int64         // offsets of the planned ranges (the reads' joined)
+	started  int           // started chunks in queue
+	landed   chan *chunk   // chunks whose response landed, in landing order
+	// charged is the pass's bytes held in the Pool (its chunks' charges,
+	// released as the decoder and the reads finish with them).
+	charged *atomic.Int64
+	// cohorts are the reads that started with the pass's first read (see
+	// readBounds): nothing is cut from the plan until each has joined a
+	// pass or given up, so that their ranges are planned together.
+	cohorts []*cohort
+	cutAny  bool // a chunk was cut from the plan
+	// joined are the pass's reads, noted as their join markers are handed
+	// over, and provenTo how far they were proven to have lost nothing
+	// (pruned.go).
+	joined   []*sub
+	provenTo int64
+}
+
+// fetchStats counts a fetcher's requests and what it read through.
+type fetchStats struct {
+	fetches    int   // fetch requests
+	bytes      int64 // record batch bytes fetched
+	mergedGaps int   // gaps between planned ranges read through
+	extra      int64 // offsets read through beyond the planned ranges
+	stretches  int   // runs of planned ranges read as one
+	scan       bool  // the pass reads its whole span from the start
+	alone      int   // chunks of one planned range
+}
+
+// fetched is one message from the fetcher to the decoder: a response for
+// the chunk rg fetched at from, a final error, or a read joining the pass.
+type fetched struct {
+	rg   index.Range
+	from int64 // the offset fetched at
+	fp   kgo.FetchPartition
+	next int64 // the offset after the last record processed
+	// control are the offsets of the control batches (transaction markers)
+	// in the response: they hold no record, and are no gap.
+	control []span
+	charge  *charge // the response's share of the Pool; the decoder holds one reference
+	err     error
+	join    *sub
+}
+
+// chunk is a queued fetch (or, with join set, a join marker).
+type chunk struct {
+	rg       index.Range // the chunk; records outside it are not the decoder's
+	off      int64       // where this fetch starts (rg.Start, or further for a continuation)
+	maxBytes int32
+	started  bool
+	conn     int // the connection it went on
+	// onWire is the store's fetches on the wire when it started and when
+	// it landed, itself included (see shareOf).
+	onWire, onWireEnd int
+	// res is the response, set by the fetch goroutine before it sends the
+	// chunk on landed; the fetcher reads it once it took the chunk from
+	// there (isLanded).
+	res      fetchResult
+	isLanded bool
+	charged  int64 // its bytes in the Pool
+	join     *sub
+}
+
+// joinReq asks a running pass to take a read in.
+type joinReq struct {
+	sub    *sub
+	ranges []index.Range
+	reply  chan bool
+}
+
+func mode(rg index.Range) string {
+	if rg.Scan {
+		return "scan"
+	}
+	return "indexed"
+}
+
+// target is a chunk's size in bytes.
+func (f *fetcher) target() float64 { return float64(f.r.o.ChunkBytes) }
+
+// limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
+// little above it, so that the broker's whole batches reach the chunk's
+// end (an estimate just short costs another fetch for the chunk's last
+// offsets). What a chunk gets beyond its end the next chunk fetches again.
+func (f *fetcher) limit(est float64) int32 {
+	est = est*1.02 + 1
+	return int32(min(max(est, 1), float64(f.r.o.FetchMaxBytes)))
+}
+
+// run fetches until the plan is done, an error is sent, or ctx ends. accept
+// admits a joining read (false once the pass is stopping). The fetch
+// goroutines it starts end before it returns.
+func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinReq, accept func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	f.landed = make(chan *chunk, f.r.o.Conns)
+	defer func() {
+		cancel()
+		running.Wait()
+		f.releaseQueue()
+	}()
+	// send hands msg to the decoder. While the decoder is still busy with
+	// what it was handed before, the fetcher keeps the pipeline going:
+	// landed responses free their connections and the queue's next chunks
+	// start. Joins are answered no (a join taken now could be placed
+	// before msg): the read starts a pass of its own. A final error starts
+	// nothing more.
+	send := func(msg fetched) bool {
+		more := f.landed
+		var freed <-chan struct{}
+		if msg.err != nil {
+			more = nil
+		}
+		for {
+			if more != nil {
+				freed = f.r.pool.Changed() // before fill: a release after it wakes us
+				f.fill(ctx, &running)
+			}
+			select {
+			case ch <- msg:
+				return true
+			case c := <-more:
+				f.land(c)
+			case <-freed:
+			case j := <-joins:
+				j.reply <- false
+			case <-ctx.Done():
+				msg.charge.done()
+				return false
+			}
+		}
+	}
+	if err := f.ld.refresh(ctx, f.r, f.topic); err != nil {
+		send(fetched{err: err})
+		return
+	}
+	for _, c := range f.cohorts {
+		for waiting := true; waiting; {
+			select {
+			case <-c.placed:
+				waiting = false
+			case j := <-joins:
+				j.reply <- f.join(j, accept)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	for {
+		freed := f.r.pool.Changed() // before fill: a release after it wakes us
+		f.fill(ctx, &running)
+		if len(f.queue) == 0 {
+			return
+		}
+		head := f.queue[0]
+		if head.join != nil {
+			if !send(fetched{join: head.join}) {
+				return
+			}
+			f.noteJoined(head.join)
+			f.popHead()
+			continue
+		}
+		if !head.isLanded {
+			select {
+			case c := <-f.landed:
+				f.land(c)
+			case <-freed:
+			case j := <-joins:
+				j.reply <- f.join(j, accept)
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		res := head.res
+		f.started--
+		f.stats.fetches++
+		f.stats.bytes += int64(res.bytes)
+		chg := newCharge(f.r.pool, f.charged, head.charged)
+		head.charged = 0 // the charge is the decoder's now
+		res, err := f.settle(ctx, head, res)
+		if err != nil {
+			chg.done()
+			if err = f.pastPruned(ctx, err); err == nil {
+				continue // the log start rose above head, and the pass needed nothing below it
+			}
+			send(fetched{err: err})
+			return
+		}
+		if res.bytes > 0 {
+			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.next-res.base)
+			f.r.sizes.measured(f.topic, f.est.perOff)
+		}
+		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next, control: res.control, charge: chg}) || res.fp.Err != nil {
+			return
+		}
+		head.res = fetchResult{} // the decoder's now
+		f.sent = max(f.sent, min(res.next, head.rg.End))
+		if rest := (index.Range{Start: res.next, End: head.rg.End, Scan: head.rg.Scan}); rest.Start < rest.End &&
+			len(f.queue) == 1 && rest.End == f.frontier && f.est.bytes(rest.End-rest.Start) > f.target() {
+			// A big rest with nothing queued behind it (the first fetch,
+			// sent before the pass knew what an offset weighs, took a
+			// whole range): back to the plan, to be cut into chunks that
+			// are fetched concurrently.
+			f.pending = slices.Insert(f.pending, 0, rest)
+			f.frontier = rest.Start
+			clear(f.queue)
+			f.queue = f.queue[:0]
+			continue
+		}
+		if res.next < head.rg.End {
+			// The rest of the chunk comes before anything behind it.
+			f.queue[0] = &chunk{rg: head.rg, off: res.next, maxBytes: f.limit(f.est.bytes(head.rg.End - res.next))}
+			continue
+		}
+		f.popHead()
+	}
+}
+
+// popHead drops the queue's head, and clears it from the queue's array: a
+// slice advanced past its head keeps its array, and with it the chunks
+// handed over and the responses they point to.
+func (f *fetcher) popHead() {
+	f.queue[0] = nil
+	f.queue = f.queue[1:]
+}
+
+// releaseQueue gives back the connections and Pool charges of the chunks
+// the fetcher still holds when it ends (started, landed or not, never
+// handed over). Their fetch goroutines have ended (running.Wait runs
+// before it): a goroutine cancelled on the wire freed its connection, one
+// whose response landed left it to the fetcher.
+func (f *fetcher) releaseQueue() {
+	for {
+		select {
+		case c := <-f.landed:
+			f.land(c)
+			continue
+		default:
+		}
+		break
+	}
+	for _, c := range f.queue {
+		if c != nil && c.charged > 0 {
+			f.charged.Add(-c.charged)
+			f.r.pool.release(c.charged)
+			c.charged = 0
+		}
+	}
+}
+
+// settle turns a chunk's first response into a usable one: it retries a
+// retriable failure (after a leader lookup), and asks again for
+// FetchMaxBytes when the byte limit fitted no complete batch.
+func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchResult, error) {
+	maxBytes := c.maxBytes
+	for {
+		if res.err != nil {
+			return res, res.err
+		}
+		if res.retry != nil {
+			var err error
+			f.ld.stale = true
+			if res, err = f.r.fetchAt(ctx, f.topic, &f.ld, c.off, maxBytes, mode(c.rg)); err != nil {
+				return res, err
+			}
+			f.stats.fetches++
+			f.stats.bytes += int64(res.bytes)
+		}
+		if res.fp.Err != nil || res.next > c.off {
+			return res, nil
+		}
+		if maxBytes >= f.r.o.FetchMaxBytes {
+			return res, fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, c.off, res.bytes)
+		}
+		maxBytes = f.r.o.FetchMaxBytes
+		res = fetchResult{retry: errNoCompleteBatch}
+	}
+}
+
+// errNoCompleteBatch makes settle fetch again with a larger limit.
+var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
+
+// start sends c's fetch on a free connection of the store, when the Pool
+// has one and its bytes (head: c is the first chunk of the queue, which
+// everything else of the pass waits for), and reports whether it did.
+func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, head bool) bool {
+	// Charged at least a chunk (which holds one of the store's batches):
+	// Kafka returns a batch whole even when the fetch asked for less (a
+	// one-batch probe asks for 1 byte), and the charge made at the start is
+	// what keeps the budget.
+	n := max(int64(c.maxBytes), f.r.o.ChunkBytes)
+	conn, onWire, ok := f.r.pool.take(n, head)
+	if !ok {
+		return false
+	}
+	f.charged.Add(n)
+	c.started, c.conn, c.onWire, c.charged = true, conn, onWire, n
+	f.started++
+	cl := f.r.o.Host.FetchClient(conn)
+	m, topic, md := f.ld.m, f.topic, mode(c.rg)
+	f.r.warm[conn].set()
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		fctx, cancel := context.WithTimeout(ctx, f.r.o.RequestTimeout)
+		defer cancel()
+		c.res = f.r.fetchOnce(fctx, cl, topic, m, c.off, c.maxBytes, md)
+		select {
+		case f.landed <- c:
+		case <-ctx.Done():
+			f.r.pool.landed(c.conn, 0)
+		}
+	}()
+	return true
+}
+
+// land notes a landed response: its connection is free, and what it holds
+// until the decoder takes it counts in the Pool at its size (a one-batch
+// probe asks for 1 byte and gets a whole batch).
+func (f *fetcher) land(c *chunk) {
+	c.isLanded = true
+	extra := max(int64(c.res.bytes)-c.charged, 0)
+	c.onWireEnd = f.r.pool.landed(c.conn, extra)
+	f.charged.Add(extra)
+	c.charged += extra
+}
+
+// fill starts queued chunks in order while the Pool takes them, cutting new
+// chunks from the plan as the queue drains, at most twice as many started
+// and not handed over as there are connections besides the head (small
+// chunks would otherwise fill the budget with responses waiting for the
+// decoder).
+func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
+	for {
+		head := true
+		for _, c := range f.queue {
+			if c.join != nil {
+				continue
+			}
+			// The head is exempt from the cap: everything queued waits
+			// for it, and chunks behind it may have filled the cap while
+			// it was replaced (the rest of a partial response, a joined
+			// read's chunk sorted before them).
+			if !c.started && ((!head && f.started >= 2*f.r.o.Conns) || !f.start(ctx, running, c, head)) {
+				return
+			}
+			head = false
+		}
+		// Until the pass knows what an offset weighs, indexed ranges
+		// start with a one-batch fetch each (they run concurrently); a
+		// scan range waits for the first answer, which sizes its chunks.
+		if len(f.pending) == 0 || (!f.est.known() && f.started > 0 && f.pending[0].Scan) {
+			return
+		}
+		f.queue = append(f.queue, f.cut())
+	}
+}
+
+// cut takes the next chunk from pending: the first range, or the first
+// target bytes of a larger one, reading through the gaps to the ranges
+// after it while each gap is worth reading through (estimate.gapWorth) and
+// the chunk stays within target bytes.
+func (f *fetcher) cut() *chunk {
+	f.cutAny = true
+	rg := f.pending[0]
+	target := f.target()
+	if !f.est.known() {
+		f.pending = f.pending[1:]
+		f.frontier = rg.End
+		f.stats.alone++
+		mb := int32(1) // exactly one batch, which tells what an offset weighs
+		if rg.Scan {
+			mb = int32(target)
+		}
+		return &chunk{rg: rg, off: rg.Start, maxBytes: mb}
+	}
+	maxOffs := max(int64(target/f.est.perOff), 1)
+	if rg.End-rg.Start > maxOffs {
+		// A range longer than a chunk: its first chunk alone.
+		part := index.Range{Start: rg.Start, End: rg.Start + maxOffs, Scan: rg.Scan}
+		f.pending[0].Start = part.End
+		f.frontier = part.End
+		f.stats.alone++
+		return &chunk{rg: part, off: part.Start, maxBytes: f.limit(f.est.bytes(maxOffs))}
+	}
+	worth := f.est.gapWorth()
+	if f.noIndex {
+		worth = 0
+	}
+	c := rg
+	i := 1
+	for ; i < len(f.pending); i++ {
+		next := f.pending[i]
+		gap := next.Start - c.End
+		if gap > worth || next.End-c.Start > maxOffs || f.stats.extra+gap > int64(gapShare*float64(f.planned)) {
+			break
+		}
+		f.stats.mergedGaps++
+		f.stats.extra += next.Start - c.End
+		c.End, c.Scan = next.End, c.Scan || next.Scan
+	}
+	if i > 1 {
+		f.stats.stretches++
+	} else {
+		f.stats.alone++
+	}
+	f.pending = f.pending[i:]
+	f.frontier = c.End
+	return &chunk{rg: c, off: c.Start, maxBytes: f.limit(f.est.bytes(c.End - c.Start))}
+}
+
+// planName says what the pass read (Stats.Plan).
+func (f *fetcher) planName() string {
+	switch {
+	case f.stats.scan || f.noIndex:
+		return "scan"
+	case f.stats.stretches == 0:
+		return "indexed"
+	default:
+		return "mixed (gaps read through)"
+	}
+}
+
+// join takes a read's planned ranges into the running pass, or reports
+// that it cannot: part of them lies below what the decoder was handed.
+func (f *fetcher) join(j joinReq, accept func() bool) bool {
+	if len(j.ranges) == 0 || j.ranges[0].Start < f.sent || !accept() {
+		return false
+	}
+	first := j.ranges[0].Start
+	if !f.cutAny {
+		// Nothing planned was cut yet: the whole read joins the plan.
+		f.frontier = min(f.frontier, first)
+	}
+	// Split at the frontier: what lies below it and no queued chunk
+	// covers becomes chunks of its own; the rest joins the plan.
+	var below, above []index.Range
+	for _, r := range j.ranges {
+		if r.Start < f.frontier {
+			below = append(below, index.Range{Start: r.Start, End: min(r.End, f.frontier), Scan: r.Scan})
+		}
+		if r.End > f.frontier {
+			above = append(above, index.Range{Start: max(r.Start, f.frontier), End: r.End, Scan: r.Scan})
+		}
+	}
+	var covered []index.Range
+	for _, c := range f.queue {
+		if c.join == nil {
+			covered = append(covered, index.Range{Start: c.off, End: c.rg.End})
+		}
+	}
+	for _, r := range subtractRanges(below, covered) {
+		mb := int32(f.target())
+		if f.est.known() {
+			mb = f.limit(f.est.bytes(r.End - r.Start))
+		} else if !r.Scan {
+			mb = 1
+		}
+		f.queue = append(f.queue, &chunk{rg: r, off: r.Start, maxBytes: mb})
+	}
+	// Markers not yet sent sort to the front (off 0): a read registered
+	// early is harmless, its entries are filtered by its own from points.
+	slices.SortStableFunc(f.queue, func(a, b *chunk) int { return cmp.Compare(a.off, b.off) })
+	// The marker goes before the first chunk that may hold the read's
+	// records; everything before it ends at or below first.
+	at := len(f.queue)
+	for i, c := range f.queue {
+		if c.join == nil && c.rg.End > first {
+			at = i
+			break
+		}
+	}
+	f.queue = slices.Insert(f.queue, at, &chunk{join: j.sub})
+	f.pending = unionRanges(f.pending, above)
+	f.planned += spanOffsets(j.ranges)
+	return true
+}
+
+// gapShare bounds the offsets a pass reads through beyond its planned
+// ranges, as a share of them: reading gaps through saves fetches, but a
+// replay stays close to its own bytes.
+const gapShare = 0.1
+
+// spanOffsets is the number of offsets the ranges cover.
+func spanOffsets(rs []index.Range) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.End - r.Start
+	}
+	return n
+}
+
+// unionRanges merges two ascending lists of ranges into one ascending list
+// of disjoint, non-touching ranges (Scan where either part is), in one walk
+// of both.
+func unionRanges(a, b []index.Range) []index.Range {
+	out := make([]index.Range, 0, len(a)+len(b))
+	add := func(r index.Range) {
+		if r.Start >= r.End {
+			return
+		}
+		if n := len(out); n > 0 && r.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, r.End)
+			out[n-1].Scan = out[n-1].Scan || r.Scan
+			return
+		}
+		out = append(out, r)
+	}
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if b[j].Start < a[i].Start {
+			add(b[j])
+			j++
+		} else {
+			add(a[i])
+			i++
+		}
+	}
+	for ; i < len(a); i++ {
+		add(a[i])
+	}
+	for ; j < len(b); j++ {
+		add(b[j])
+	}
+	return out
+}
+
+// subtractRanges returns the parts of rs (ascending, disjoint) that no
+// range of cover (ascending, disjoint) overlaps.
+func subtractRanges(rs, cover []index.Range) []index.Range {
+	var out []index.Range
+	for _, r := range rs {
+		cur := r.Start
+		for _, c := range cover {
+			if c.End <= cur || c.Start >= r.End {
+				continue
+			}
+			if c.Start > cur {
+				out = append(out, index.Range{Start: cur, End: c.Start, Scan: r.Scan})
+			}
+			cur = max(cur, c.End)
+		}
+		if cur < r.End {
+			out = append(out, index.Range{Start: cur, End: r.End, Scan: r.Scan})
+		}
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package replay
+
+import (
+	"sync"
+	"time"
+)
+
+// estimate is what a pass learns from its own fetches: how many bytes an
+// offset weighs (to size fetches of a number of offsets), what a fetch
+// costs before it streams anything (latency) and how fast it streams
+// (rate). It decides one thing beyond sizes: a gap of other regions'
+// records between two planned ranges is read through, in the same fetch,
+// when its bytes stream in less time than a fetch's latency (gapWorth).
+// Only the pass's fetcher goroutine touches it.
+//
+// A fetch's time is taken as its share of the broker: what it took divided
+// by the fetches on the wire while it ran (see shareOf), so that fetches
+// that overlap do not each count the others' time.
+type estimate struct {
+	perOff  float64 // bytes per offset; 0 until known
+	seeded  bool    // perOff is another topic's: the first measurement replaces it
+	pinned  bool    // latency and rate are fixed (tests)
+	latency float64 // seconds; 0 until measured
+	rate    float64 // bytes per second; 0 until measured
+}
+
+// smallFetch is the size under which a fetch's time is taken as latency;
+// bigger fetches measure the rate.
+const smallFetch = 64 << 10
+
+// known reports whether the estimate can size fetches.
+func (e *estimate) known() bool { return e.perOff > 0 }
+
+// bytes estimates the bytes of offsets offsets.
+func (e *estimate) bytes(offsets int64) float64 { return float64(offsets) * e.perOff }
+
+// learn folds in one fetch that took took (its share), returned n
+// record-batch bytes and advanced offsets offsets.
+func (e *estimate) learn(took time.Duration, n int, offsets int64) {
+	if n <= 0 || offsets <= 0 {
+		return
+	}
+	avg := func(old, x float64) float64 {
+		if old <= 0 {
+			return x
+		}
+		return 0.7*old + 0.3*x
+	}
+	if e.seeded {
+		e.perOff, e.seeded = 0, false
+	}
+	e.perOff = avg(e.perOff, float64(n)/float64(offsets))
+	d := took.Seconds()
+	if d <= 0 || e.pinned {
+		return
+	}
+	if n <= smallFetch {
+		e.latency = avg(e.latency, d)
+		return
+	}
+	// Streaming time is what the fetch took beyond a fetch's latency, and
+	// at least half of it (a latency measured high must not make the rate
+	// look infinite).
+	e.rate = avg(e.rate, float64(n)/max(d-e.latency, d/2))
+}
+
+// gapWorth is how many offsets of other regions' records a pass reads
+// through rather than start another fetch: those it streams in less than a
+// fetch's latency (within the pass's gapShare). 0 until both were
+// measured: until then the pass reads only its ranges (and the index's
+// MergeGap).
+func (e *estimate) gapWorth() int64 {
+	if e.latency <= 0 || e.rate <= 0 || e.perOff <= 0 {
+		return 0
+	}
+	return int64(e.latency * e.rate / e.perOff)
+}
+
+// shareOf is a fetch's share of the time it took: took divided by the
+// fetches on the wire while it ran, taken as the mean of their count when
+// it started and when it landed (itself included in both).
+func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
+	return time.Duration(float64(took) * 2 / float64(max(atStart, 1)+max(atEnd, 1)))
+}
+
+// sizes keeps each topic's bytes per offset as the last pass measured it,
+// and the last measured on any topic, so that a pass starts with sized
+// fetches: a pass that knows nothing of its topic probes each range with a
+// one-batch fetch first. A wrong size costs fetches or bytes, never
+// records: the reader keeps exactly each chunk's offsets, and a short
+// response is continued.
+//
+// It also keeps the last pass's latency and rate, where the next pass
+// starts (the broker's costs are the store's, not a topic's), so that the
+// first chunks a pass cuts may read through gaps already.
+type sizes struct {
+	mu            sync.Mutex
+	perOff        map[string]float64
+	last          float64
+	latency, rate float64
+}
+
+// start is a new pass's estimate for topic.
+func (s *sizes) start(topic string) estimate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := estimate{perOff: s.perOff[topic], latency: s.latency, rate: s.rate}
+	if e.perOff == 0 && s.last > 0 {
+		e.perOff, e.seeded = s.last, true
+	}
+	return e
+}
+
+// finished keeps a finished pass's latency and rate for the next.
+func (s *sizes) finished(e estimate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.latency > 0 {
+		s.latency = e.latency
+	}
+	if e.rate > 0 {
+		s.rate = e.rate
+	}
+}
+
+// measured records a topic's bytes per offset.
+func (s *sizes) measured(topic string, perOff float64) {
+	if perOff <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perOff == nil {
+		s.perOff = make(map[string]float64)
+	}
+	s.perOff[topic], s.last = perOff, perOff
+}
+
+func (s *sizes) forget(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.perOff, topic)
+}
+
+// startEstimate is a new pass's estimate for topic (pinned by a test hook,
+// if set).
+func (r *Reads) startEstimate(topic string) estimate {
+	e := r.sizes.start(topic)
+	if r.hooks.PinnedLatency > 0 {
+		e.latency, e.rate, e.pinned = r.hooks.PinnedLatency.Seconds(), r.hooks.PinnedRate, true
+	}
+	return e
+}

@@ -1,0 +1,351 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// router hands the decoder's complete entries to the reads of their
+// regions, each read's in ID order, and keeps what they hold within the
+// store's hold budget. Only the decoder goroutine uses it.
+//
+// Order. A region's entries complete in ID order (an entry's ID is its
+// first record's offset + 1, and its writer writes a region's entries one
+// after another: a first or whole record of the region abandons an entry
+// still open), so a read of one region takes each entry as it completes.
+// A read of several regions (ReadRegions) yields them in log order: an
+// entry waits (held) while an entry of another of the read's regions that
+// began before it is still open.
+//
+// Memory. Entry data that reads hold before yielding it (the open entries'
+// parts, held entries, and entries handed over with data of their own)
+// counts in the store's hold budget (Options.HoldBytes). When the budget
+// is over, the pass spills the largest entry it holds: an open entry goes
+// on being checked part by part without its data (record.Assembler.Spill),
+// a held one keeps only where it lies; either is read back from the log
+// when its read takes it (readBack). Nothing is given up for lack of
+// memory: an entry no longer than Options.MaxEntryBytes is always
+// returned.
+type router struct {
+	r        *Reads
+	topic    string
+	asm      *record.Assembler
+	regions  map[uint64][]*route
+	routes   []*route
+	waiting  []*route      // routes of several regions with held entries
+	flushed  chan struct{} // closed at the first hand-over
+	cur      *charge       // the Pool charge of the response being decoded
+	ld       leader        // for reading spilled entries back
+	spilled  int           // entries spilled
+	readBack int           // entries read back
+}
+
+// route is one read's queue of entries for the response being decoded.
+type route struct {
+	sub     *sub
+	batch   delivery
+	charged bool // batch holds a reference to the router's cur
+	held    []heldEntry
+	gone    bool
+}
+
+// heldEntry is an entry that waits for an open entry of its read.
+type heldEntry struct {
+	a     assembled
+	bytes int64 // its bytes in the hold budget; 0 once spilled
+}
+
+func newRouter(r *Reads, flushed chan struct{}) *router {
+	return &router{r: r, regions: make(map[uint64][]*route), flushed: flushed}
+}
+
+// add registers a joining read; from, the decoder's lowest wanted offset
+// per region, takes its regions in.
+func (rt *router) add(sb *sub, from map[uint64]int64) {
+	ro := &route{sub: sb, batch: delivery{budget: &rt.r.hold}}
+	rt.routes = append(rt.routes, ro)
+	for region, off := range sb.from {
+		rt.regions[region] = append(rt.regions[region], ro)
+		if cur, ok := from[region]; !ok || off < cur {
+			from[region] = off
+		}
+	}
+}
+
+// dispatch hands a complete entry to every read of its region that wants
+// it. Two reads of one region each get their own copy of the data.
+func (rt *router) dispatch(ctx context.Context, a assembled) error {
+	given := false
+	for _, ro := range rt.regions[a.Region] {
+		if ro.gone || a.First < ro.sub.from[a.Region] {
+			continue
+		}
+		e := a
+		if given && e.Data != nil {
+			e.Data, e.inResponse = bytes.Clone(e.Data), false
+		}
+		given = true
+		if !ro.sub.multi {
+			if err := rt.deliver(ctx, ro, e); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.inResponse {
+			// Held, it would pin its response: a copy holds only its own
+			// bytes.
+			e.Data, e.inResponse = bytes.Clone(e.Data), false
+		}
+		h := heldEntry{a: e}
+		if !e.Spilled {
+			h.bytes = int64(len(e.Data))
+			rt.r.hold.add(h.bytes)
+		}
+		i, _ := slices.BinarySearchFunc(ro.held, e.First, func(x heldEntry, first int64) int {
+			return int(min(max(x.a.First-first, -1), 1))
+		})
+		ro.held = slices.Insert(ro.held, i, h)
+		if len(ro.held) == 1 {
+			rt.waiting = append(rt.waiting, ro)
+		}
+	}
+	return nil
+}
+
+// deliver puts an entry into ro's batch, reading it back first when it
+// was spilled.
+func (rt *router) deliver(ctx context.Context, ro *route, a assembled) error {
+	if a.Spilled {
+		data, err := rt.readBackEntry(ctx, a.Assembled)
+		if err != nil {
+			return err
+		}
+		a.Data, a.inResponse = data, false
+		rt.readBack++
+	}
+	ro.batch.entries = append(ro.batch.entries, logstore.Entry{Namespace: rt.topic, Region: logstore.RegionID(a.Region), ID: logstore.EntryID(a.First + 1), Data: a.Data})
+	if a.inResponse {
+		if !ro.charged && rt.cur != nil {
+			rt.cur.hold()
+			ro.batch.charges = append(ro.batch.charges, rt.cur)
+			ro.charged = true
+		}
+		return nil
+	}
+	n := int64(len(a.Data))
+	rt.r.hold.add(n)
+	ro.batch.hold += n
+	if ro.batch.hold >= rt.r.o.HoldBytes/4 || rt.r.hold.over() {
+		// Entries read back (or held long) add up: hand them over now
+		// rather than build a batch of everything that waited.
+		return rt.flushRoute(ctx, ro)
+	}
+	return nil
+}
+
+// release hands the reads of several regions the held entries that no
+// open entry of theirs precedes any more (all of them with all set: at the
+// end of the pass, open entries are incomplete).
+func (rt *router) release(ctx context.Context, all bool) error {
+	kept := rt.waiting[:0]
+	for _, ro := range rt.waiting {
+		limit, open := int64(0), false
+		if !all {
+			rt.asm.EachOpen(func(region uint64, first, _ int64) bool {
+				if _, mine := ro.sub.from[region]; mine && (!open || first < limit) {
+					limit, open = first, true
+				}
+				return true
+			})
+		}
+		n := 0
+		for _, h := range ro.held {
+			if open && h.a.First > limit {
+				break
+			}
+			n++
+			rt.r.hold.add(-h.bytes)
+			if !ro.gone {
+				if err := rt.deliver(ctx, ro, h.a); err != nil {
+					return err
+				}
+			}
+		}
+		clear(ro.held[:n])
+		ro.held = ro.held[n:]
+		if len(ro.held) > 0 {
+			kept = append(kept, ro)
+		} else {
+			ro.held = nil
+		}
+	}
+	clear(rt.waiting[len(kept):])
+	rt.waiting = kept
+	return nil
+}
+
+// fit spills the pass's largest entries while the store's hold budget is
+// over (see router). The open entries' bytes are the assembler's.
+func (rt *router) fit() {
+	for rt.r.hold.over() {
+		var bestRegion uint64
+		best, isOpen := int64(0), false
+		var bestHeld *heldEntry
+		rt.asm.EachOpen(func(region uint64, _, n int64) bool {
+			if n > best {
+				best, bestRegion, isOpen = n, region, true
+			}
+			return true
+		})
+		for _, ro := range rt.waiting {
+			for i := range ro.held {
+				if h := &ro.held[i]; h.bytes > best {
+					best, bestHeld, isOpen = h.bytes, h, false
+				}
+			}
+		}
+		switch {
+		case best == 0:
+			return // nothing of this pass's left to spill
+		case isOpen:
+			rt.r.hold.add(-rt.asm.Spill(bestRegion))
+		default:
+			rt.r.hold.add(-bestHeld.bytes)
+			bestHeld.bytes = 0
+			bestHeld.a.Data, bestHeld.a.Spilled = nil, true
+		}
+		rt.spilled++
+		rt.r.m.spilled.Inc()
+	}
+}
+
+// flush hands each read its batch, waiting only for a read that has a
+// batch waiting already. This is what bounds a pass's memory: it runs at
+// most two responses ahead of its slowest read, however many reads it
+// serves.
+func (rt *router) flush(ctx context.Context) error {
+	for _, ro := range rt.routes {
+		if err := rt.flushRoute(ctx, ro); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushRoute hands ro's read its batch (see flush).
+func (rt *router) flushRoute(ctx context.Context, ro *route) error {
+	ro.charged = false
+	defer func() { ro.batch = delivery{budget: &rt.r.hold} }()
+	if len(ro.batch.entries) == 0 || ro.gone {
+		ro.batch.release()
+		return nil
+	}
+	if rt.flushed != nil {
+		close(rt.flushed)
+		rt.flushed = nil
+	}
+	select {
+	case <-ro.sub.gone:
+		ro.gone = true
+		ro.batch.release()
+		return nil
+	default:
+	}
+	select {
+	case ro.sub.out <- ro.batch:
+		select {
+		case <-ro.sub.gone:
+			// The read left as the batch went: nobody takes it now.
+			ro.gone = true
+			ro.sub.drain()
+		default:
+		}
+	case <-ro.sub.gone:
+		ro.gone = true
+		ro.batch.release()
+	case <-ctx.Done():
+		ro.batch.release()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// abandon releases what the router still holds when the pass ends early.
+func (rt *router) abandon() {
+	for _, ro := range rt.routes {
+		ro.batch.release()
+		for _, h := range ro.held {
+			rt.r.hold.add(-h.bytes)
+		}
+		ro.held = nil
+	}
+	rt.waiting = nil
+}
+
+// readBackEntry reads a spilled entry again from the log: its region's
+// records in [a.First, a.Last], reassembled and checked against the length
+// and CRC the pass checked when it first passed.
+func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte, error) {
+	r := rt.r
+	asm := record.NewAssembler()
+	fail := func(err error) ([]byte, error) {
+		return nil, fmt.Errorf("kwal: read %q: reading back the entry of region %d at offsets [%d, %d]: %w", rt.topic, a.Region, a.First, a.Last, err)
+	}
+	select {
+	case r.readBackTurn <- struct{}{}:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	defer func() { <-r.readBackTurn }()
+	for off := a.First; off <= a.Last; {
+		r.pool.readBack(int64(r.o.FetchMaxBytes))
+		data, next, err := rt.readBackFrom(ctx, asm, a, off)
+		r.pool.release(int64(r.o.FetchMaxBytes))
+		if err != nil || data != nil {
+			if err != nil {
+				return fail(err)
+			}
+			return data, nil
+		}
+		off = next
+	}
+	return fail(&logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: fmt.Errorf("its records no longer make the entry")})
+}
+
+// readBackFrom is one fetch of readBackEntry, at off: the entry's data
+// once it completed, or the offset to fetch next.
+func (rt *router) readBackFrom(ctx context.Context, asm *record.Assembler, a record.Assembled, off int64) ([]byte, int64, error) {
+	r := rt.r
+	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, r.o.FetchMaxBytes, "read back")
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, rec := range res.fp.Records {
+		if rec.Offset < off || rec.Offset > a.Last {
+			continue
+		}
+		p, err := record.Decode(rec.Key, rec.Value)
+		if err != nil || p.Kind == record.KindMark || p.Region != a.Region {
+			continue
+		}
+		st, err := asm.Add(rec.Offset, p)
+		if err == nil && st.Complete && st.Entry.First == a.First {
+			if st.Entry.Size != a.Size || st.Entry.CRC != a.CRC {
+				return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: fmt.Errorf("%d bytes with CRC %08x, where %d bytes with CRC %08x were read", st.Entry.Size, st.Entry.CRC, a.Size, a.CRC)}
+			}
+			return bytes.Clone(st.Entry.Data), 0, nil
+		}
+	}
+	if res.fp.Err != nil {
+		return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: res.next, Err: res.fp.Err}
+	}
+	if res.next <= off {
+		return nil, 0, fmt.Errorf("fetch at offset %d returned no complete record (%d bytes)", off, res.bytes)
+	}
+	return nil, res.next, nil
+}

@@ -1,0 +1,229 @@
+package replay
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/internal/retry"
+)
+
+// The wire side of reads: one fetch request and what Kafka's answers mean
+// (retry after a leader lookup, ErrPruned, a final error).
+
+// fetchResult is one fetch request's outcome.
+type fetchResult struct {
+	fp      kgo.FetchPartition
+	next    int64
+	control []span        // offsets of the control batches fetched (see controlSpans)
+	bytes   int           // record batch bytes fetched
+	base    int64         // first offset of the first batch (may be below the offset asked for)
+	took    time.Duration // the request's round trip
+	retry   error         // a retriable failure: fetch again (after a leader lookup)
+	err     error         // a final failure
+}
+
+// newFetchRequest is a sessionless consumer fetch request with no topic
+// yet.
+func newFetchRequest(maxWaitMillis, minBytes, maxBytes int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = maxWaitMillis
+	req.MinBytes = minBytes
+	req.MaxBytes = maxBytes
+	req.SessionEpoch = -1
+	return req
+}
+
+// withPartition adds the topic's partition to req, fetched from off with
+// at most maxBytes.
+func withPartition(req *kmsg.FetchRequest, topic string, topicID [16]byte, off int64, maxBytes int32) *kmsg.FetchRequest {
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic, t.TopicID = topic, topicID
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes = partition, off, maxBytes
+	p.LogStartOffset, p.CurrentLeaderEpoch = -1, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
+// fetchOnce issues one fetch request for topic at off to m's leader
+// through cl. It touches no pass state, so several may run at once.
+func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m topicMeta, off int64, maxBytes int32, mode string) fetchResult {
+	req := withPartition(newFetchRequest(100, 1, max(maxBytes, 1)), topic, m.id, off, max(maxBytes, 1))
+	began := time.Now()
+	kresp, err := cl.Broker(int(m.leader)).Request(ctx, req)
+	took := time.Since(began)
+	r.m.fetchLatency.Observe(took.Seconds())
+	r.m.fetches.WithLabelValues(mode).Inc()
+	if err != nil {
+		return fetchResult{retry: err}
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fetchResult{retry: err}
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", topic, off)}
+	}
+	rp := &resp.Topics[0].Partitions[0]
+	perr := kerr.ErrorForCode(rp.ErrorCode)
+	switch {
+	case perr == nil:
+		n := len(rp.RecordBatches)
+		r.m.fetchedBytes.WithLabelValues(topic, mode).Add(float64(n))
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset: off, Topic: topic, Partition: partition,
+		}, rp, kgo.DefaultDecompressor(), nil)
+		base := off
+		if len(rp.RecordBatches) >= 8 {
+			base = min(off, int64(binary.BigEndian.Uint64(rp.RecordBatches)))
+		}
+		return fetchResult{fp: fp, next: next, bytes: n, base: base, took: took, control: controlSpans(rp.RecordBatches)}
+	case errors.Is(perr, kerr.OffsetOutOfRange):
+		return fetchResult{err: r.outOfRange(ctx, topic, off, perr)}
+	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
+		// Perhaps a cached topic ID went stale; the metadata lookup before
+		// the retry tells a deleted topic apart.
+		r.meta.forget(topic)
+		return fetchResult{retry: perr}
+	case kerr.IsRetriable(perr):
+		return fetchResult{retry: perr}
+	default:
+		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, perr)}
+	}
+}
+
+// fetchAt issues fetch requests for topic at off until one succeeds, fails
+// for good, or RequestTimeout passes, looking the leader up again between
+// attempts. Reads use it for what they fetch outside their pipeline (a
+// retried chunk, a spilled entry read again, the search for a prune mark).
+// ld is the caller's leader (looked up when zero), kept up to date.
+func (r *Reads) fetchAt(ctx context.Context, topic string, ld *leader, off int64, maxBytes int32, mode string) (fetchResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	defer cancel()
+	var res fetchResult
+	ended, err := retry.Every(ctx, r.o.RetryBackoff, func(attempt int) (bool, error) {
+		if attempt > 0 || !ld.known {
+			if err := ld.refresh(ctx, r, topic); err != nil {
+				if res.retry != nil {
+					return true, fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, res.retry)
+				}
+				return true, err
+			}
+		}
+		res = r.fetchOnce(ctx, r.o.Host.FetchClient(r.o.Conns-1), topic, ld.m, off, maxBytes, mode)
+		if res.err != nil {
+			return true, res.err
+		}
+		if res.retry != nil {
+			r.log.Debug("kwal: retrying fetch", "topic", topic, "offset", off, "attempt", attempt, "err", res.retry)
+			return false, res.retry
+		}
+		return true, nil
+	})
+	if ended {
+		return res, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, err)
+	}
+	return res, err
+}
+
+// leader is a caller's view of a topic's partition-0 leader: looked up
+// from the store's cache first, from the broker after a fetch found it
+// stale.
+type leader struct {
+	m     topicMeta
+	known bool
+	stale bool // the next lookup goes to the broker
+}
+
+// refresh looks the leader up (see leader).
+func (ld *leader) refresh(ctx context.Context, r *Reads, topic string) error {
+	m, err := r.topicMeta(ctx, topic, ld.stale)
+	if err != nil {
+		return fmt.Errorf("kwal: read %q: %w", topic, err)
+	}
+	ld.m, ld.known, ld.stale = m, true, true
+	return nil
+}
+
+// outOfRange turns an OFFSET_OUT_OF_RANGE into ErrPruned when the log
+// start moved past off (retention or pruning ran during the read); the
+// fetcher then checks whether the pass needed what went (startMovedError).
+func (r *Reads) outOfRange(ctx context.Context, topic string, off int64, cause error) error {
+	start, end, err := r.o.Host.Offsets(ctx, topic)
+	if err == nil && start > off {
+		return &startMovedError{
+			pruned: &logstore.PrunedError{Namespace: topic, Requested: logstore.EntryID(off + 1), FirstAvailable: logstore.EntryID(start + 1)},
+			start:  start, end: end, cause: cause,
+		}
+	}
+	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, cause)
+}
+
+// span is the offsets [from, to).
+type span struct{ from, to int64 }
+
+// controlSpans returns the offsets of the complete control batches in a
+// fetch response's record batches.
+func controlSpans(raw []byte) []span {
+	var out []span
+	for b := range batchFrames(raw) {
+		if b.control && b.next > 0 {
+			out = append(out, span{from: b.base, to: b.next})
+		}
+	}
+	return out
+}
+
+// batchFrame is what the framing of one record batch in a fetch response
+// says. Every batch format frames a batch as base offset (8 bytes), length
+// (4) and that many bytes; format 2 (the only one kwal's brokers write, and
+// the only one with control batches) has its attributes at bytes 21-22
+// (bit 0x20: control) and its last offset delta at bytes 23-26, inside a
+// 61-byte header.
+type batchFrame struct {
+	base int64 // base offset (a log's is never negative; the walk does not check)
+	size int64 // bytes of the whole batch, framing included
+	// v2: format 2, with a whole header; control and next are valid.
+	v2      bool
+	control bool
+	next    int64 // one past the batch's last offset; 0 when it would overflow or lies below base
+}
+
+// batchFrames walks the complete batches at the start of raw (a fetch
+// response's record bytes, which the broker sent: any bytes), stopping at
+// a partial batch or a frame too short to be one.
+func batchFrames(raw []byte) iter.Seq[batchFrame] {
+	return func(yield func(batchFrame) bool) {
+		for len(raw) >= 17 {
+			length := int64(int32(binary.BigEndian.Uint32(raw[8:12])))
+			if length < 5 || 12+length > int64(len(raw)) {
+				return // a partial batch at the end of the response
+			}
+			b := batchFrame{base: int64(binary.BigEndian.Uint64(raw[0:8])), size: 12 + length}
+			if raw[16] == 2 && b.size >= 61 {
+				b.v2 = true
+				b.control = binary.BigEndian.Uint16(raw[21:23])&0x20 != 0
+				last := int64(int32(binary.BigEndian.Uint32(raw[23:27])))
+				if b.base >= 0 && last >= 0 && b.base <= math.MaxInt64-last-1 {
+					b.next = b.base + last + 1
+				}
+			}
+			if !yield(b) {
+				return
+			}
+			raw = raw[b.size:]
+		}
+	}
+}
