@@ -43,8 +43,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kwal/kwal/internal/dirlock"
 )
 
 // LockFile is the name of the lock file in a data directory.
@@ -145,19 +146,25 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 		o.log = slog.Default()
 	}
 	kopts := ClusterOptions()
-	var lock *flock.Flock
+	var (
+		lock *dirlock.Lock
+		port int
+	)
 	if dataDir != "" {
-		if lock, err = lockDir(dataDir); err != nil {
+		// The last broker's address, read before the lock records this
+		// process in the file.
+		port = previousPort(dataDir)
+		if lock, err = lockDir(dataDir, o.owner); err != nil {
 			return nil, nil, err
 		}
 		if err := checkBeforeLoad(dataDir, o); err != nil {
-			_ = lock.Unlock()
+			_ = lock.Release()
 			return nil, nil, err
 		}
 		kopts = append(kopts, kfake.DataDir(dataDir))
 	}
 	var c *kfake.Cluster
-	if port := previousPort(lock); port > 0 {
+	if port > 0 {
 		// The address other programs were given stays valid across
 		// restarts when the port is free; when it is not, any port does.
 		c, err = kfake.NewCluster(append(append(kopts, kfake.Ports(port)), o.kfake...)...)
@@ -166,9 +173,7 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 		c, err = kfake.NewCluster(append(kopts, o.kfake...)...)
 	}
 	if err != nil {
-		if lock != nil {
-			_ = lock.Unlock()
-		}
+		_ = lock.Release()
 		return nil, nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	addrs = c.ListenAddrs()
@@ -177,15 +182,10 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 		// out of date until the next stop writes it again.
 		if err := removeManifest(dataDir); err != nil {
 			c.Close()
-			_ = lock.Unlock()
+			_ = lock.Release()
 			return nil, nil, fmt.Errorf("embedded broker: removing %s: %w", ManifestFile, err)
 		}
-		// The holder is recorded best-effort: a directory that cannot be
-		// written already failed the broker's start.
-		h := Holder{PID: os.Getpid(), Owner: o.owner, Brokers: addrs, Since: time.Now()}
-		if b, err := json.Marshal(h); err == nil {
-			_ = os.WriteFile(lock.Path(), append(b, '\n'), 0o644)
-		}
+		lock.Record(dirlock.Holder{Owner: o.owner, Brokers: addrs})
 	}
 	var once sync.Once
 	stop = func() {
@@ -204,7 +204,7 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 				// after a crash.
 				o.log.Warn("embedded broker: writing the shutdown manifest", "dir", dataDir, "err", merr)
 			}
-			_ = lock.Unlock()
+			_ = lock.Release()
 		})
 	}
 	return addrs, stop, nil
@@ -244,12 +244,9 @@ func checkBeforeLoad(dir string, o options) error {
 }
 
 // previousPort is the port the directory's last broker listened on, as
-// its lock file records it; 0 when unknown (or no lock).
-func previousPort(lock *flock.Flock) int {
-	if lock == nil {
-		return 0
-	}
-	b, err := os.ReadFile(lock.Path())
+// its lock file records it; 0 when unknown.
+func previousPort(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, LockFile))
 	if err != nil {
 		return 0
 	}
@@ -268,22 +265,15 @@ func previousPort(lock *flock.Flock) int {
 	return port
 }
 
-// lockDir takes the data directory's lock, or returns an *InUseError.
-func lockDir(dir string) (*flock.Flock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("embedded broker: data directory: %w", err)
+// lockDir takes the data directory's lock (internal/dirlock, which kwal's
+// index directory uses too), or returns an *InUseError.
+func lockDir(dir, owner string) (*dirlock.Lock, error) {
+	lock, err := dirlock.Acquire(dir, LockFile, dirlock.Holder{Owner: owner})
+	if e, ok := errors.AsType[*dirlock.InUseError](err); ok {
+		return nil, &InUseError{Dir: dir, Holder: Holder(e.Holder)}
 	}
-	lock := flock.New(filepath.Join(dir, LockFile))
-	ok, err := lock.TryLock()
 	if err != nil {
-		return nil, fmt.Errorf("embedded broker: locking the data directory %s: %w", dir, err)
-	}
-	if !ok {
-		e := &InUseError{Dir: dir}
-		if b, err := os.ReadFile(lock.Path()); err == nil {
-			_ = json.Unmarshal(b, &e.Holder) // a half-written file leaves Holder zero
-		}
-		return nil, e
+		return nil, fmt.Errorf("embedded broker: data directory: %w", err)
 	}
 	return lock, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -65,8 +66,11 @@ func TestDataDirIsOwnedByOneStart(t *testing.T) {
 // holder is starting (the lock taken, its lock file not written yet).
 func TestInUseBeforeTheHolderIsRecorded(t *testing.T) {
 	dir := t.TempDir()
-	lock, err := lockDir(dir)
+	// A lock on an empty lock file, as dirlock holds it for an instant.
+	lock := flock.New(filepath.Join(dir, LockFile))
+	ok, err := lock.TryLock()
 	require.NoError(t, err)
+	require.True(t, ok)
 	defer func() { require.NoError(t, lock.Unlock()) }()
 	_, _, err = Start(dir)
 	require.ErrorIs(t, err, ErrInUse)
