@@ -229,9 +229,10 @@ func TestNamespacesPrune(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "pruned: nothing to delete: region 1 still needs its entries from ID")
 
-	// After the prune, the default replay (from ID 0: none) and verify read
-	// what the log holds; asking for a pruned entry names the first ID
-	// still available.
+	// After the prune, the default replay (without --from: from the first
+	// entry the log holds) and verify read what the log holds; asking for
+	// a pruned entry, --from 0 included (as Read takes it), names the
+	// first ID still available.
 	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--summary"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `entries\s+2 \(IDs `+fmt.Sprint(ids[1][3]), r.stdout)
@@ -241,6 +242,9 @@ func TestNamespacesPrune(t *testing.T) {
 	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--from", "1"}, flags...)...)
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, fmt.Sprintf("entries from ID 1 were pruned; the first ID still available is %d", ids[1][3]))
+	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--from", "0"}, flags...)...)
+	require.Equal(t, 1, r.code, r.stdout)
+	require.Contains(t, r.stderr, fmt.Sprintf("entries from the log's beginning were pruned; the first ID still available is %d", ids[1][3]))
 
 	// dump: the prune mark vouches for the log start; once retention
 	// moves it past the prune point, nothing does, which dump reports
