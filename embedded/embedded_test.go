@@ -3,11 +3,13 @@ package embedded
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -64,10 +66,36 @@ func TestDataDirIsOwnedByOneStart(t *testing.T) {
 // holder is starting (the lock taken, its lock file not written yet).
 func TestInUseBeforeTheHolderIsRecorded(t *testing.T) {
 	dir := t.TempDir()
-	lock, err := lockDir(dir)
+	// A lock on an empty lock file, as dirlock holds it for an instant.
+	lock := flock.New(filepath.Join(dir, LockFile))
+	ok, err := lock.TryLock()
 	require.NoError(t, err)
+	require.True(t, ok)
 	defer func() { require.NoError(t, lock.Unlock()) }()
 	_, _, err = Start(dir)
 	require.ErrorIs(t, err, ErrInUse)
 	require.Contains(t, err.Error(), "in use by another process (it is starting")
+}
+
+// TestRestartKeepsTheAddress: a data directory's broker listens where it
+// listened last time, so that the address given to other programs stays
+// valid across restarts; when that port is taken, it listens elsewhere.
+func TestRestartKeepsTheAddress(t *testing.T) {
+	dir := t.TempDir()
+	addrs, stop, err := Start(dir)
+	require.NoError(t, err)
+	stop()
+	again, stop, err := Start(dir)
+	require.NoError(t, err)
+	require.Equal(t, addrs, again)
+	stop()
+
+	ln, err := net.Listen("tcp", addrs[0])
+	require.NoError(t, err)
+	defer ln.Close()
+	other, stop, err := Start(dir)
+	require.NoError(t, err)
+	require.NotEqual(t, addrs, other)
+	ping(t, other)
+	stop()
 }

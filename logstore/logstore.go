@@ -48,8 +48,11 @@ type EntryID uint64
 type Entry struct {
 	Namespace string // where the region's log lives; for the Kafka store, a topic
 	Region    RegionID
-	ID        EntryID // set by reads and by AppendBatch's result; ignored on input
-	Data      []byte
+	// ID is set by reads. AppendBatch ignores it and leaves it as it is:
+	// the IDs it assigned are in its AppendResult (LastEntryIDs, the last
+	// ID of each region in the call).
+	ID   EntryID
+	Data []byte
 }
 
 // AppendResult is what a successful AppendBatch reports.

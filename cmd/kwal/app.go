@@ -67,6 +67,9 @@ type app struct {
 	g     globalFlags
 	log   *slog.Logger
 	level *slog.LevelVar // log's level: --log-level, raised once interrupted
+	// dedup holds back repeats of a log line (a broker outage logs the
+	// same warning for every request) and counts them.
+	dedup *dedupHandler
 	// cmdPath is the running command ("kwal demo"), recorded as the owner
 	// of the data directory's lock.
 	cmdPath string
@@ -76,9 +79,10 @@ type app struct {
 
 // globalFlags are the persistent flags of the root command.
 type globalFlags struct {
-	brokers  []string
-	dataDir  string
-	indexDir string
+	brokers    []string
+	dataDir    string
+	indexDir   string
+	acceptLoss bool
 
 	tls           bool
 	tlsCA         string
@@ -113,21 +117,50 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	})
 	defer stopQuiet()
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	// What the log held back (repeats of a warning) is said before the
+	// command's last word.
+	a.dedup.flush()
+	if err != nil {
 		if _, ok := errors.AsType[*exitErr](err); !ok && ctx.Err() != nil {
-			err = interruptedError("%s interrupted before it finished (%v)", cmp.Or(a.cmdPath, "kwal"), err)
+			err = interruptedError("%s interrupted before it finished (%v)", cmp.Or(strings.TrimPrefix(a.cmdPath, "kwal "), "kwal"), err)
 		}
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "kwal: ") {
-			msg = "kwal: " + msg
-		}
-		fmt.Fprintln(stderr, msg)
+		fmt.Fprintln(stderr, errorText(err))
 		if ee, ok := errors.AsType[*exitErr](err); ok {
 			return ee.code
 		}
 		return exitError
 	}
 	return exitOK
+}
+
+// linesError is an error whose message is a list, one item a line (the
+// namespaces a pattern matches, the regions that differ, several flags'
+// errors): it is printed as it is.
+type linesError struct{ error }
+
+func (e linesError) Unwrap() error { return e.error }
+
+// errorText is the command's error as printed: "kwal: " once, then the
+// message on one line. Messages built from wrapped errors repeat the
+// library's "kwal: " prefix at every level, and errors.Join puts each
+// joined error on a line of its own ("kwal: unknown namespace" then the
+// broker's reason): both read as one sentence with the prefix said once.
+func errorText(err error) string {
+	msg := err.Error()
+	if _, ok := errors.AsType[linesError](err); !ok {
+		lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' })
+		for i := range lines {
+			lines[i] = strings.TrimSpace(lines[i])
+		}
+		msg = strings.Join(lines, "; ")
+	}
+	msg = strings.ReplaceAll(msg, ": kwal: ", ": ")
+	msg = strings.ReplaceAll(msg, "; kwal: ", "; ")
+	for strings.HasPrefix(msg, "kwal: ") {
+		msg = strings.TrimPrefix(msg, "kwal: ")
+	}
+	return "kwal: " + msg
 }
 
 // syncWriter serialises writes to w.
@@ -159,7 +192,8 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	}
 	a.level = new(slog.LevelVar)
 	a.level.Set(slog.LevelWarn)
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: a.level}))
+	a.dedup = newDedupHandler(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: a.level}), time.Now)
+	a.log = slog.New(a.dedup)
 	return a
 }
 
@@ -172,7 +206,10 @@ that keeps its data on disk under --data-dir (<data-dir>/kafka), so that
 later commands see what earlier ones wrote. The data dir belongs to one
 command at a time (an OS file lock): a second command on it fails at once,
 naming the process that holds it and the address its broker listens on.
-With --brokers, any Kafka is used.
+Before it starts, the embedded broker checks its files: when loading them
+would drop records (a damaged disk), it refuses, naming each partition and
+the offsets it would lose, and changes nothing; --accept-data-loss starts
+it without them. With --brokers, any Kafka is used.
 
 The region index is kept in --index-dir: by default <data-dir>/index for the
 embedded broker and <data-dir>/index-<brokers> with --brokers, so that the
@@ -202,11 +239,15 @@ func (a *app) rootCmd() *cobra.Command {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if ive, ok := errors.AsType[*pflag.InvalidValueError](err); ok {
+			err = valueError(ive.GetFlag(), ive.GetValue(), ive.Unwrap())
+		}
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	})
 	pf := root.PersistentFlags()
 	pf.StringSliceVar(&a.g.brokers, "brokers", nil, "seed brokers host:port, comma-separated; empty starts an embedded broker")
 	pf.StringVar(&a.g.dataDir, "data-dir", defaultDataDir, "directory of the embedded broker's data (<data-dir>/kafka) and of the default index dir")
+	pf.BoolVar(&a.g.acceptLoss, "accept-data-loss", false, "start the embedded broker even when its data dir is damaged, without the records the refusal named (copy <data-dir>/kafka aside first to keep them)")
 	pf.StringVar(&a.g.indexDir, "index-dir", "", "directory of the region index checkpoints (default <data-dir>/index, or <data-dir>/index-<brokers> with --brokers)")
 	pf.BoolVar(&a.g.tls, "tls", false, "connect to the brokers with TLS (implied by the other --tls-* flags)")
 	pf.StringVar(&a.g.tlsCA, "tls-ca", "", "PEM file of the CA certificates to trust (default: system roots)")
@@ -256,5 +297,11 @@ func (a *app) prepare(cmd *cobra.Command) error {
 		return fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", a.g.logLevel)
 	}
 	a.level.Set(lvl)
+	a.dedup.holdBack(lvl > slog.LevelDebug)
+	if a.g.dataDir == "" && (len(a.brokers()) == 0 || a.g.indexDir == "") {
+		// "" would keep the embedded broker's data in memory (gone when the
+		// command ends) and put the index in the working directory.
+		return errors.New("--data-dir is empty: give the directory of the embedded broker's data and of the default index dir (default " + defaultDataDir + ")")
+	}
 	return nil
 }

@@ -75,7 +75,10 @@ func (a *app) demoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	o.register(a, f, workloadFlags{regions: 64, topics: 4, writers: 64, entrySize: 1024, perCall: 10, replayRuns: 1})
-	a.bound(f, "entry-size", minDemoEntry, maxEntrySize, "every writer holds a call's entries in memory")
+	// kwal refuses a larger entry (ErrEntryTooLarge): the demo would fail
+	// at its first append.
+	f.Lookup("entry-size").Usage += " (at most kwal's MaxEntryBytes)"
+	a.bound(f, "entry-size", minDemoEntry, uint64(kafka.DefaultConfig().MaxEntryBytes), "kwal refuses entries larger than its Config.MaxEntryBytes (ErrEntryTooLarge)")
 	f.Lookup("seed").Usage += " (0: from the clock)"
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "append for at most this long (ignored with --entries)")
 	a.boundDuration(f, "duration", 0, 24*time.Hour, "a longer run is a soak test: run your own load against kwal for that")
@@ -253,11 +256,12 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 	return nil
 }
 
-// demoStopped returns err, or when ctx ended (Ctrl-C) the one line that
-// says what the demo was doing and what it had done.
+// demoStopped returns the one line that says what the demo was doing when
+// err stopped it, or when ctx ended (Ctrl-C) that it was interrupted, and
+// what it had done.
 func (a *app) demoStopped(ctx context.Context, err error, doing, done string) error {
 	if ctx.Err() == nil {
-		return err
+		return fmt.Errorf("demo failed while %s: %w; %s", doing, err, done)
 	}
 	return interruptedError("demo interrupted while %s: %s", doing, done)
 }

@@ -61,7 +61,7 @@ index: `+regexp.QuoteMeta(filepath.Join(dir, "index"))+`
 	// run's namespaces, and deletes them.
 	l := kwal(t, nil, "namespaces", "list", "--data-dir", dir)
 	require.Equal(t, 0, l.code, l.stderr)
-	first := strings.Fields(l.stdout)
+	first := listed(l.stdout)
 	require.Len(t, first, 2)
 	require.True(t, strings.HasPrefix(first[0], demoPrefix))
 
@@ -72,7 +72,7 @@ index: `+regexp.QuoteMeta(filepath.Join(dir, "index"))+`
 	require.NotContains(t, r.stderr, "demo: replaying", "--quiet")
 	l = kwal(t, nil, "namespaces", "list", "--data-dir", dir)
 	require.Equal(t, 0, l.code, l.stderr)
-	second := strings.Fields(l.stdout)
+	second := listed(l.stdout)
 	require.Len(t, second, 2)
 	require.NotContains(t, second, first[0])
 

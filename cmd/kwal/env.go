@@ -23,7 +23,10 @@ func envName(flag string) string {
 func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" {
+		// A deprecated flag is an old name kept for command lines; its
+		// variable may mean something else now (KWAL_SIZE is demo's total,
+		// not chaos's old --size of an entry).
+		if f.Changed || f.Name == "help" || f.Deprecated != "" {
 			return
 		}
 		v := getenv(envName(f.Name))
@@ -31,9 +34,12 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("environment variable %s: %w", envName(f.Name), err))
+			errs = append(errs, fmt.Errorf("environment variable %s: %w", envName(f.Name), valueError(f, v, err)))
 		}
 	})
+	if len(errs) > 1 {
+		return linesError{errors.Join(errs...)}
+	}
 	return errors.Join(errs...)
 }
 
@@ -42,7 +48,7 @@ func annotateEnv(root *cobra.Command) {
 	seen := map[*pflag.Flag]bool{}
 	var walk func(c *cobra.Command)
 	note := func(f *pflag.Flag) {
-		if seen[f] || f.Name == "help" {
+		if seen[f] || f.Name == "help" || f.Deprecated != "" {
 			return
 		}
 		seen[f] = true

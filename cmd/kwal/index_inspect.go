@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
@@ -15,17 +18,61 @@ import (
 
 // topicIndex is what the persisted index says about one namespace.
 type topicIndex struct {
-	Namespace string        `json:"namespace"`
-	Files     int           `json:"files"`
-	Bases     int           `json:"bases"`
-	Deltas    int           `json:"deltas"`
-	LastSeq   uint64        `json:"last_seq"`
-	Bytes     int64         `json:"bytes_on_disk"`
-	From      int64         `json:"accounted_from"` // C: offsets below are not accounted (reads scan them)
-	Watermark int64         `json:"watermark"`      // W: offsets [C, W) are accounted
-	LogEnd    *int64        `json:"log_end,omitempty"`
+	Namespace string `json:"namespace"`
+	Files     int    `json:"files"`
+	Bases     int    `json:"bases"`
+	Deltas    int    `json:"deltas"`
+	LastSeq   uint64 `json:"last_seq"`
+	Bytes     int64  `json:"bytes_on_disk"`
+	From      int64  `json:"accounted_from"` // C: offsets below are not accounted (reads scan them)
+	Watermark int64  `json:"watermark"`      // W: offsets [C, W) are accounted
+	LogEnd    *int64 `json:"log_end,omitempty"`
+	// Retention is what the topic lets the broker delete on its own
+	// (namespaces list's column), when the log was looked at.
+	Retention string        `json:"retention,omitempty"`
 	Entries   int64         `json:"records_indexed"`
 	Regions   []regionIndex `json:"regions,omitempty"`
+	// Unusable are the checkpoint files the index could not load: the
+	// index lost what they held (reads scan what it no longer accounts
+	// for).
+	Unusable []unusableFile `json:"unusable_files,omitempty"`
+}
+
+// unusableFile is a checkpoint file the index could not load.
+type unusableFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"` // missing, truncated, corrupt, version or io
+	Error  string `json:"error"`
+}
+
+// filesBytes sums the sizes of the named files in dir: what they take on
+// disk, whether the index could use them or not.
+func filesBytes(dir string, names []string) int64 {
+	var n int64
+	for _, name := range names {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// unusableFiles lists the files of ts that the index could not load.
+func unusableFiles(dir string, ts index.TopicStats) []unusableFile {
+	var out []unusableFile
+	for _, f := range ts.LoadFailures {
+		out = append(out, unusableFile{Path: filepath.Join(dir, f.File), Reason: f.Reason, Error: f.Err.Error()})
+	}
+	return out
+}
+
+// describeUnusable says in one line which checkpoint files are unusable.
+func describeUnusable(files []unusableFile) string {
+	var parts []string
+	for _, f := range files {
+		parts = append(parts, fmt.Sprintf("%s (%s: %s)", f.Path, f.Reason, f.Error))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // regionIndex is one region's part of a topicIndex.
@@ -67,7 +114,8 @@ func inspectIndex(dir string, topics []string, regions map[string][]uint64, log 
 		}
 		ti := topicIndex{
 			Namespace: t, Files: ts.Files, Deltas: ts.Deltas, Bases: ts.Files - ts.Deltas, LastSeq: ts.LastSeq,
-			Bytes: ts.StoredBytes, From: ts.C, Watermark: ts.W, Entries: ts.Entries,
+			Bytes: filesBytes(dir, ts.FileNames), From: ts.C, Watermark: ts.W, Entries: ts.Entries,
+			Unusable: unusableFiles(dir, ts),
 		}
 		byRegion := map[uint64]index.RegionStats{}
 		for _, rs := range ts.Regions {

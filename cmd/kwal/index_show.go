@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/kwal/kwal/logstore/kafka"
@@ -88,6 +89,7 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 	}
 	want := map[string][]uint64{}
 	scans := map[string]*logScan{}
+	retention := map[string]string{}
 	switch {
 	case len(regions) > 0:
 		for _, t := range topics {
@@ -101,6 +103,13 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 			return err
 		}
 		defer s.Close()
+		// A store without the index (the index in --index-dir stays as it
+		// is) asks the broker for each topic's retention.
+		st, err := s.openStore(ctx, func(c *kafka.Config) { c.DisableIndex = true })
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Close() }()
 		for _, t := range topics {
 			ls, err := scanLog(ctx, s, t, spans[t])
 			if err != nil {
@@ -120,18 +129,20 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 			}
 			scans[t] = ls
 			want[t] = ls.regionList()
+			retention[t] = retentionText(ctx, st, t)
 		}
 	}
 	infos, err := inspectIndex(dir, topics, want, a.log)
 	if err != nil {
 		return err
 	}
-	disagree := 0
+	disagree, damaged := 0, 0
 	for i := range infos {
 		ti := &infos[i]
 		if ls := scans[ti.Namespace]; ls != nil {
 			end := ls.end
 			ti.LogEnd = &end
+			ti.Retention = retention[ti.Namespace]
 			for j := range ti.Regions {
 				n := ls.regions[ti.Regions[j].Region]
 				ti.Regions[j].InLog = &n
@@ -144,6 +155,9 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 				disagree++
 			}
 		}
+		if len(ti.Unusable) > 0 {
+			damaged++
+		}
 		if asJSON {
 			if err := json.NewEncoder(a.stdout).Encode(ti); err != nil {
 				return err
@@ -152,8 +166,15 @@ func (a *app) runIndexShow(ctx context.Context, ns string, regions []uint, noSca
 		}
 		a.printTopicIndex(ti, maxShown)
 	}
+	var findings []string
+	if damaged > 0 {
+		findings = append(findings, fmt.Sprintf("the index of %d of %d namespaces is damaged (unusable checkpoint files)", damaged, len(infos)))
+	}
 	if disagree > 0 {
-		return mismatchError("index show: the index and the log disagree for %d of %d namespaces (records missing from the log, or an index that does not match it)", disagree, len(infos))
+		findings = append(findings, fmt.Sprintf("the index and the log disagree for %d of %d namespaces (records missing from the log, or an index that does not match it)", disagree, len(infos)))
+	}
+	if len(findings) > 0 {
+		return mismatchError("index show: %s", strings.Join(findings, "; "))
 	}
 	return nil
 }
@@ -181,6 +202,10 @@ func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
 	} else {
 		fmt.Fprintf(w, "  checkpoint files  %d (%d base, %d delta, last seq %d), %s on disk\n", ti.Files, ti.Bases, ti.Deltas, ti.LastSeq, humanBytes(ti.Bytes))
 	}
+	if len(ti.Unusable) > 0 {
+		fmt.Fprintf(w, "  DAMAGED: unusable checkpoint file(s) %s: the index lost what they held, and reads scan the offsets it no longer accounts for\n",
+			describeUnusable(ti.Unusable))
+	}
 	fmt.Fprintf(w, "  accounted offsets [%d, %d)", ti.From, ti.Watermark)
 	if ti.LogEnd != nil {
 		lag := *ti.LogEnd - ti.Watermark
@@ -190,6 +215,9 @@ func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
 		}
 	}
 	fmt.Fprintln(w)
+	if ti.Retention != "" {
+		fmt.Fprintf(w, "  retention         %s\n", ti.Retention)
+	}
 	if ti.LogEnd != nil && *ti.LogEnd < ti.Watermark {
 		fmt.Fprintf(w, "  MISSING: the log ends at offset %d, below the watermark %d: records the index knows of at offsets [%d, %d) are gone from the log (a truncated or damaged log, lost broker data, or a recreated topic); reads of the regions that had records there fail with ErrCorrupt\n",
 			*ti.LogEnd, ti.Watermark, *ti.LogEnd, ti.Watermark)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/kwal/kwal/logstore"
@@ -60,7 +62,9 @@ returns (IDs, sizes, CRC-32C of the data), in the same order. Differences are
 reported per region and the command exits with status 2. Records that are not
 kwal's or fail their checksum are counted and skipped by both reads; kwal
 records that fail their checksum are named, and also make it exit with 2 (the
-log lost what they held).`,
+log lost what they held). So do checkpoint files the index cannot load (a
+failed CRC, a truncated file), which are named, even when the reads agree
+(they scan what the index lost).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ns == "" {
@@ -94,6 +98,10 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	if err != nil {
 		return err
 	}
+	unusable, err := indexDamage(s.cfg.IndexDir, ns)
+	if err != nil {
+		return err
+	}
 	regions := ls.regionList()
 	w := a.stdout
 	fmt.Fprintf(w, "namespace %s: offsets [%d, %d), %d regions, %d foreign and %d undecodable records, %d marks\n",
@@ -101,7 +109,7 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 	// Both reads start at the log's first ID: below it the entries were
 	// pruned (ID 0 would mean none).
 	first := logstore.EntryID(ls.start + 1)
-	if len(regions) == 0 {
+	if len(regions) == 0 && len(unusable) == 0 {
 		fmt.Fprintln(w, "nothing to verify")
 		return nil
 	}
@@ -155,24 +163,53 @@ func (a *app) runIndexVerify(ctx context.Context, ns string, verbose bool) error
 		len(regions), idxStats.Entries, roundDur(idxTime), idxStats.Fetches, humanBytes(idxStats.FetchedBytes), idxStats.IndexRanges, idxStats.ScanRanges)
 	fmt.Fprintf(w, "full scan:     %d entries in %v (%d fetches, %s fetched)\n",
 		scanStats.Entries, roundDur(scanTime), scanStats.Fetches, humanBytes(scanStats.FetchedBytes))
+	// Every finding is printed, then the command fails naming them all.
+	var findings []string
 	// The reads skip (SkipCorrupt) but count offsets missing from the log:
 	// gaps between its records, or records the index knew of past its end.
 	if idxStats.Missing+scanStats.Missing > 0 {
 		fmt.Fprintf(w, "MISSING: offsets that should hold records are missing from the log (counted by the indexed reads: %d, by the full scan: %d; log end %d; the errors logged above name them): their entries are lost\n",
 			idxStats.Missing, scanStats.Missing, ls.end)
-		return mismatchError("index verify %s: records are missing from the log (and %d of %d regions differ)", ns, bad, len(regions))
+		findings = append(findings, "records are missing from the log")
 	}
 	if bad > 0 {
-		return mismatchError("index verify %s: %d of %d regions differ", ns, bad, len(regions))
+		findings = append(findings, fmt.Sprintf("%d of %d regions differ", bad, len(regions)))
 	}
-	fmt.Fprintf(w, "OK: for every region, the indexed read equals the full scan (%d entries)\n", entries)
+	if len(findings) == 0 {
+		fmt.Fprintf(w, "OK: for every region, the indexed read equals the full scan (%d entries)\n", entries)
+	}
 	if ls.corrupt > 0 {
 		// Both reads skipped them alike, so the index is not at fault; but
 		// the log is: a kwal record that fails its checksum held (part of)
 		// some region's entry, and no read returns it.
 		fmt.Fprintf(w, "DAMAGED: %d kwal record(s) fail their checksum or do not decode, at offset(s) %s: the entries they held are lost\n",
 			ls.corrupt, namedOffsets(ls.corruptAt, ls.corrupt))
-		return mismatchError("index verify %s: the index matches the log, but the log is damaged", ns)
+		findings = append(findings, "the log is damaged")
+	}
+	// A damaged index is a finding even when the reads are right: they
+	// scanned what it lost.
+	if len(unusable) > 0 {
+		fmt.Fprintf(w, "DAMAGED INDEX: unusable checkpoint file(s) %s: the index lost what they held (the indexed reads above scanned the offsets it no longer accounts for)\n",
+			describeUnusable(unusable))
+		findings = append(findings, "the index is damaged (unusable checkpoint files)")
+	}
+	if len(findings) > 0 {
+		return mismatchError("index verify %s: %s", ns, strings.Join(findings, "; "))
 	}
 	return nil
+}
+
+// indexDamage returns the namespace's checkpoint files in dir that the
+// index cannot load. The store logs them too; this load is quiet.
+func indexDamage(dir, ns string) ([]unusableFile, error) {
+	g, err := loadIndex(dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = g.Close(context.Background()) }()
+	ts, ok := g.Stats(ns, false)
+	if !ok {
+		return nil, nil
+	}
+	return unusableFiles(dir, ts), nil
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -226,9 +229,10 @@ func TestNamespacesPrune(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "pruned: nothing to delete: region 1 still needs its entries from ID")
 
-	// After the prune, the default replay (from ID 0: none) and verify read
-	// what the log holds; asking for a pruned entry names the first ID
-	// still available.
+	// After the prune, the default replay (without --from: from the first
+	// entry the log holds) and verify read what the log holds; asking for
+	// a pruned entry, --from 0 included (as Read takes it), names the
+	// first ID still available.
 	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--summary"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `entries\s+2 \(IDs `+fmt.Sprint(ids[1][3]), r.stdout)
@@ -238,6 +242,9 @@ func TestNamespacesPrune(t *testing.T) {
 	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--from", "1"}, flags...)...)
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, fmt.Sprintf("entries from ID 1 were pruned; the first ID still available is %d", ids[1][3]))
+	r = kwal(t, nil, append([]string{"replay", "-n", "pruned", "-r", "1", "--from", "0"}, flags...)...)
+	require.Equal(t, 1, r.code, r.stdout)
+	require.Contains(t, r.stderr, fmt.Sprintf("entries from the log's beginning were pruned; the first ID still available is %d", ids[1][3]))
 
 	// dump: the prune mark vouches for the log start; once retention
 	// moves it past the prune point, nothing does, which dump reports
@@ -261,4 +268,54 @@ func TestNamespacesPrune(t *testing.T) {
 // rawRecord is a record of another program: no kwal key.
 func rawRecord(topic, value string) *kgo.Record {
 	return &kgo.Record{Topic: topic, Value: []byte(value)}
+}
+
+// TestDamagedCheckpoint: a checkpoint file that fails its CRC is a
+// finding: index show and index verify name the file and exit 2 (though
+// verify's reads, which scan what the index lost, agree), show counts the
+// file's bytes on disk, and prune --dry-run does not claim a log of 0 B.
+func TestDamagedCheckpoint(t *testing.T) {
+	flags := cluster(t)
+	populate(t, flags, "damaged", []logstore.RegionID{1, 2}, 200, 16000) // 6.4 MB: more than a catch-up scan keeps as coverage
+	dir := flagValue(flags, "--index-dir")
+	files, err := filepath.Glob(filepath.Join(dir, "idx-damaged.*"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(files[0], b, 0o600))
+
+	r := kwal(t, nil, append([]string{"index", "verify", "-n", "damaged", "--log-level", "error"}, flags...)...)
+	require.Equal(t, exitMismatch, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "OK: for every region, the indexed read equals the full scan (400 entries)")
+	require.Contains(t, r.stdout, "DAMAGED INDEX: unusable checkpoint file(s) "+files[0]+" (corrupt: index: checkpoint corrupt: CRC-32C")
+	require.Contains(t, r.stderr, "kwal: index verify damaged: the index is damaged (unusable checkpoint files)\n")
+
+	r = kwal(t, nil, append([]string{"index", "show", "-n", "damaged", "--no-scan", "--log-level", "error"}, flags...)...)
+	require.Equal(t, exitMismatch, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, fmt.Sprintf("checkpoint files  1 (1 base, 0 delta, last seq 1), %s on disk\n", humanBytes(int64(len(b)))))
+	require.Contains(t, r.stdout, "DAMAGED: unusable checkpoint file(s) "+files[0]+" (corrupt: ")
+	require.Contains(t, r.stderr, "the index of 1 of 1 namespaces is damaged")
+
+	// Prune scans what the damaged index lost, so it knows the log.
+	r = kwal(t, nil, append([]string{"namespaces", "prune", "--dry-run", "damaged", "--log-level", "error"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "damaged: prune point ID 1, latest ID 400, log 6.4 MB\n")
+}
+
+// TestPruneWithoutLogSize: a prune result without the log's size (the
+// index does not account for the log, so Prune did not ask the broker)
+// leaves the size out rather than print "log 0 B" for a log with entries;
+// an empty log is 0 B.
+func TestPruneWithoutLogSize(t *testing.T) {
+	var out strings.Builder
+	a := newApp(&out, io.Discard, nil)
+	a.printPrune(kafka.PruneResult{PruneStatus: kafka.PruneStatus{Namespace: "ns", FirstID: 1, LatestID: 400, PrunePoint: 1,
+		Reason: "the index does not account for the log from its start (offset 0)"}}, true)
+	require.Equal(t, "ns: nothing to delete: the index does not account for the log from its start (offset 0); the first entry ID available is 1\n"+
+		"ns: prune point ID 1, latest ID 400\n", out.String())
+	out.Reset()
+	a.printPrune(kafka.PruneResult{PruneStatus: kafka.PruneStatus{Namespace: "ns", FirstID: 1, LatestID: 0, PrunePoint: 1, Reason: "the log is empty"}}, true)
+	require.Contains(t, out.String(), "ns: prune point ID 1, latest ID 0, log 0 B\n")
 }

@@ -73,6 +73,9 @@ func (a *app) checkLimits(cmd *cobra.Command) error {
 			errs = append(errs, err)
 		}
 	})
+	if len(errs) > 1 {
+		return linesError{errors.Join(errs...)} // one line per flag
+	}
 	return errors.Join(errs...)
 }
 
@@ -93,6 +96,32 @@ func kindOf(f *pflag.Flag) valueKind {
 		return byteValue
 	}
 	return plainNumber
+}
+
+// valueError says what is wrong with value as a value of flag f, in the
+// words of its help (not in strconv's: 'parsing "1e3": invalid syntax').
+func valueError(f *pflag.Flag, value string, cause error) error {
+	what := ""
+	switch t := f.Value.Type(); {
+	case strings.HasPrefix(t, "duration"):
+		what = "a duration (write it like 500ms, 30s or 2m)"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		what = "a whole number"
+	case strings.HasPrefix(t, "float"):
+		what = "a number"
+	case t == "bool":
+		what = "true or false"
+	}
+	if strings.HasSuffix(f.Value.Type(), "Slice") {
+		what = "a comma-separated list of " + strings.TrimPrefix(what, "a ") + "s"
+	}
+	switch {
+	case what == "":
+		return fmt.Errorf("--%s: %q: %w", f.Name, value, cause)
+	case errors.Is(cause, strconv.ErrRange):
+		return fmt.Errorf("--%s: %q is too large or too small", f.Name, value)
+	}
+	return fmt.Errorf("--%s: %q is not %s", f.Name, value, what)
 }
 
 // check checks the flag's value (each value of a list).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kwal/kwal/logstore/kafka"
 )
 
 // flagCase is one numeric flag of one runnable command.
@@ -162,7 +165,7 @@ func TestReplayNegativeBytesIsAnError(t *testing.T) {
 // memory a run's data would take, and more namespaces than regions.
 func TestWorkloadProductsAreBounded(t *testing.T) {
 	for _, args := range [][]string{
-		{"demo", "--entry-size", "67108864", "--writers", "100", "--entries-per-call", "100"},
+		{"demo", "--entry-size", "33554432", "--writers", "100", "--entries-per-call", "100"},
 		{"bench", "--entry-size", "1048576", "--writers", "64", "--calls", "100"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
@@ -191,5 +194,32 @@ func TestRejectedDemoDeletesNothing(t *testing.T) {
 		require.Contains(t, r.stderr, bad[0])
 	}
 	r = kwal(t, nil, "namespaces", "list", "--data-dir", dir)
-	require.Equal(t, demoPrefix+"earlier-0\n", r.stdout)
+	require.Equal(t, []string{demoPrefix + "earlier-0"}, listed(r.stdout))
+}
+
+// TestEntrySizeIsBoundedByMaxEntryBytes: demo and chaos refuse, before
+// connecting, an entry size that kwal's AppendBatch would refuse
+// (ErrEntryTooLarge), and say the limit in --help; an entry of exactly
+// the limit is appended and checked.
+func TestEntrySizeIsBoundedByMaxEntryBytes(t *testing.T) {
+	maxEntry := kafka.DefaultConfig().MaxEntryBytes
+	dir := filepath.Join(t.TempDir(), "data")
+	r := kwal(t, nil, "demo", "--entry-size", strconv.FormatInt(maxEntry+1, 10), "--data-dir", dir)
+	require.Equal(t, exitError, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("kwal: --entry-size: %d is outside the allowed range [32, %d (%d MiB)]: kwal refuses entries larger than its Config.MaxEntryBytes (ErrEntryTooLarge)\n", maxEntry+1, maxEntry, maxEntry/miB), r.stderr)
+	require.NoDirExists(t, dir)
+	r = kwal(t, nil, "demo", "--help")
+	require.Regexp(t, fmt.Sprintf(`--entry-size int +bytes of each entry's data \(at most kwal's MaxEntryBytes\) \[32, %d \(%d MiB\)\]`, maxEntry, maxEntry/miB), r.stdout)
+
+	a := newApp(io.Discard, io.Discard, nil)
+	root := a.rootCmd()
+	chaos, _, err := root.Find([]string{"chaos"})
+	require.NoError(t, err)
+	require.LessOrEqual(t, a.limits[chaos.Flags().Lookup("entry-size")].max, uint64(maxEntry))
+
+	flags := cluster(t)
+	r = kwal(t, nil, append([]string{"demo", "--entries", "1", "--entry-size", strconv.FormatInt(maxEntry, 10), "--writers", "1", "--regions", "1",
+		"--topics", "1", "--entries-per-call", "1", "--quiet"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "every acknowledged entry came back")
 }

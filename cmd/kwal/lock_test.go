@@ -100,7 +100,7 @@ func TestDataDirBelongsToOneProcess(t *testing.T) {
 
 	viaBroker := runKwal(t, "namespaces", "list", "--data-dir", dir, "--brokers", m[1])
 	require.Equal(t, exitOK, viaBroker.code, viaBroker.stderr)
-	require.Equal(t, ns+"\n", viaBroker.stdout)
+	require.Equal(t, []string{ns}, listed(viaBroker.stdout))
 
 	start := time.Now()
 	require.NoError(t, demo.cmd.Process.Signal(syscall.SIGINT))
@@ -119,7 +119,7 @@ func TestDataDirBelongsToOneProcess(t *testing.T) {
 	// nothing, and the directory is free again.
 	after := runKwal(t, "namespaces", "list", "--data-dir", dir)
 	require.Equal(t, exitOK, after.code, after.stderr)
-	require.Equal(t, ns+"\n", after.stdout)
+	require.Equal(t, []string{ns}, listed(after.stdout))
 	created := runKwal(t, "namespaces", "create", "concurrent-ns", "--data-dir", dir)
 	require.Equal(t, exitOK, created.code, created.stderr)
 }

@@ -34,6 +34,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// listed returns the namespaces `kwal namespaces list` printed: the first
+// column of the lines after the header.
+func listed(stdout string) []string {
+	var names []string
+	for i, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if f := strings.Fields(l); i > 0 && len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
 // lockedBuffer is a bytes.Buffer safe for concurrent use, which can tell
 // when something was written.
 type lockedBuffer struct {
@@ -226,13 +238,13 @@ func TestNamespaces(t *testing.T) {
 	require.Contains(t, r.stdout, "created ns-a")
 	r = kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "ns-a\nns-b\n", r.stdout)
+	require.Equal(t, []string{"ns-a", "ns-b"}, listed(r.stdout))
 	r = kwal(t, nil, append([]string{"ns", "delete", "ns-a"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "deleted ns-a")
 	r = kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "ns-b\n", r.stdout)
+	require.Equal(t, []string{"ns-b"}, listed(r.stdout))
 
 	r = kwal(t, nil, append([]string{"namespaces", "create", "bad/name"}, flags...)...)
 	require.Equal(t, 1, r.code)

@@ -1,14 +1,23 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/testutil"
 )
 
 // The tests of this file protect messages that must say what happened,
@@ -37,7 +46,7 @@ func TestDeleteOfWhatDoesNotExistIsAnError(t *testing.T) {
 	require.Contains(t, r.stderr, "nothing was deleted")
 	require.Empty(t, r.stdout)
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
-	require.Equal(t, "keep-me\n", l.stdout)
+	require.Equal(t, []string{"keep-me"}, listed(l.stdout))
 }
 
 // TestDeleteTakesPatternsWithAConfirmation: a glob (a prefix is PREFIX*)
@@ -53,7 +62,7 @@ func TestDeleteTakesPatternsWithAConfirmation(t *testing.T) {
 	r := kwal(t, nil, append([]string{"namespaces", "delete", "kwal-bench-*"}, flags...)...)
 	require.Equal(t, exitError, r.code)
 	require.Contains(t, r.stderr, "the patterns match 2 namespace(s):\n  kwal-bench-1-a\n  kwal-bench-1-b\npass --yes to delete them (nothing was deleted)")
-	require.Equal(t, "kwal-bench-1-a\nkwal-bench-1-b\nother\n", kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...).stdout)
+	require.Equal(t, []string{"kwal-bench-1-a", "kwal-bench-1-b", "other"}, listed(kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...).stdout))
 
 	r = kwal(t, nil, append([]string{"namespaces", "delete", "nomatch-*", "--yes"}, flags...)...)
 	require.Equal(t, exitError, r.code)
@@ -62,7 +71,7 @@ func TestDeleteTakesPatternsWithAConfirmation(t *testing.T) {
 	r = kwal(t, nil, append([]string{"namespaces", "delete", "kwal-bench-*", "--yes"}, flags...)...)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Equal(t, "deleted kwal-bench-1-a\ndeleted kwal-bench-1-b\n", r.stdout)
-	require.Equal(t, "other\n", kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...).stdout)
+	require.Equal(t, []string{"other"}, listed(kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...).stdout))
 
 	// Its topic deleted behind kwal's back, "other" keeps only its index.
 	fresh := []string{"--brokers", testutilCluster(t), "--index-dir", flagValue(flags, "--index-dir")}
@@ -132,12 +141,20 @@ func TestReplayOfARegionThatNeverWrote(t *testing.T) {
 	populate(t, flags, "busy", []logstore.RegionID{1, 3}, 4, 10)
 	r = kwal(t, nil, append([]string{"replay", "-n", "busy", "-r", "2", "--summary"}, flags...)...)
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, "entries    0: region 2 has no entries in busy from ID 0; the namespace holds entries up to ID 8, of region(s) 1, 3 as far as the index has seen")
+	require.Contains(t, r.stdout, "region     2 (from ID 1, indexed)\n")
+	require.Contains(t, r.stdout, "entries    0: region 2 has no entries in busy from ID 1; the namespace holds entries up to ID 8, of region(s) 1, 3 as far as the index has seen")
 	// An ID the log never held is an error, not an empty replay: the
 	// caller learned it somewhere, so the log lost entries or is another.
-	r = kwal(t, nil, append([]string{"replay", "-n", "busy", "-r", "1", "--from", "100"}, flags...)...)
-	require.NotEqual(t, exitOK, r.code, r.stdout)
-	require.Contains(t, r.stderr, "the namespace's latest entry ID is 8")
+	for _, extra := range [][]string{nil, {"--summary"}, {"--no-index"}} {
+		r = kwal(t, nil, append(append([]string{"replay", "-n", "busy", "-r", "1", "--from", "100"}, extra...), flags...)...)
+		require.Equal(t, exitError, r.code, r.stdout)
+		require.Empty(t, r.stdout)
+		require.Equal(t, "kwal: --from 100 is past the end of namespace busy: its latest entry ID is 8, so it never held ID 100 (replay from 9 or below)\n", r.stderr)
+	}
+	// From the ID the next append gets, there is nothing yet: not an error.
+	r = kwal(t, nil, append([]string{"replay", "-n", "busy", "-r", "1", "--from", "9"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "region 1 has no entries in busy from ID 9; the namespace holds entries up to ID 8 (ID 9 is the one its next entry gets)")
 }
 
 // TestIndexDirWithBrokersIsKeptApart: with --brokers, the default index
@@ -159,4 +176,170 @@ func TestIndexDirWithBrokersIsKeptApart(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.NoDirExists(t, filepath.Join(dir, "index"))
 	require.DirExists(t, filepath.Join(dir, "index-"+strings.ReplaceAll(addr, ":", "_")))
+}
+
+// TestReplayOfAnUnknownNamespace: replay says "unknown namespace" like the
+// other commands, before printing anything.
+func TestReplayOfAnUnknownNamespace(t *testing.T) {
+	flags := cluster(t)
+	for _, extra := range [][]string{nil, {"--summary"}, {"--from", "5"}} {
+		r := kwal(t, nil, append(append([]string{"replay", "-n", "nosuch", "-r", "1"}, extra...), flags...)...)
+		require.Equal(t, exitError, r.code, r.stderr)
+		require.Empty(t, r.stdout)
+		require.Equal(t, "kwal: namespace \"nosuch\": unknown namespace\n", r.stderr)
+	}
+	r := kwal(t, nil, append([]string{"dump", "-n", "nosuch"}, flags...)...)
+	require.Equal(t, "kwal: namespace \"nosuch\": unknown namespace\n", r.stderr)
+}
+
+// TestErrorText: the command's error is one line with "kwal: " once;
+// only a list keeps its lines.
+func TestErrorText(t *testing.T) {
+	joined := fmt.Errorf("kwal: namespace %q: %w", "x", errors.Join(errors.New("kwal: unknown namespace"), errors.New("UNKNOWN_TOPIC_OR_PARTITION: This server does not host this topic-partition.")))
+	require.Equal(t, `kwal: namespace "x": unknown namespace; UNKNOWN_TOPIC_OR_PARTITION: This server does not host this topic-partition.`, errorText(joined))
+	require.Equal(t, "kwal: demo interrupted", errorText(interruptedError("kwal: demo interrupted")))
+	require.Equal(t, "kwal: a\n  b", errorText(linesError{errors.New("a\n  b")}))
+	require.Equal(t, "kwal: a\n  b", errorText(&exitErr{code: exitMismatch, err: linesError{errors.New("a\n  b")}}))
+}
+
+// TestFlagValuesInTheirOwnWords: a value that is not of the flag's kind
+// is named with the kind, not with strconv's error, from the command line
+// and from the environment.
+func TestFlagValuesInTheirOwnWords(t *testing.T) {
+	r := kwal(t, nil, "demo", "--entries", "1e3")
+	require.Equal(t, exitError, r.code)
+	require.Equal(t, "kwal: --entries: \"1e3\" is not a whole number (see 'kwal demo --help')\n", r.stderr)
+	r = kwal(t, map[string]string{"KWAL_REQUEST_TIMEOUT": "10"}, "namespaces", "list")
+	require.Equal(t, exitError, r.code)
+	require.Equal(t, "kwal: environment variable KWAL_REQUEST_TIMEOUT: --request-timeout: \"10\" is not a duration (write it like 500ms, 30s or 2m)\n", r.stderr)
+	r = kwal(t, nil, "replay", "-n", "x", "-r", "99999999999999999999999")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "kwal: --region: \"99999999999999999999999\" is too large or too small")
+	require.NotContains(t, r.stderr, "strconv")
+}
+
+// TestEmptyDataDirIsRefused: --data-dir ” would keep the embedded
+// broker's data in memory and lose it at the end of the command.
+func TestEmptyDataDirIsRefused(t *testing.T) {
+	r := kwal(t, nil, "namespaces", "list", "--data-dir", "")
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "kwal: --data-dir is empty")
+	// With --brokers and --index-dir, it is not used.
+	flags := cluster(t)
+	r = kwal(t, nil, "namespaces", "list", "--brokers", flagValue(flags, "--brokers"), "--index-dir", t.TempDir(), "--data-dir", "")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// TestOneMeaningOfSize: chaos calls the size of an entry --entry-size, as
+// demo and bench do (demo's --size is the total); --size stays, deprecated.
+func TestOneMeaningOfSize(t *testing.T) {
+	root := newApp(io.Discard, io.Discard, nil).rootCmd()
+	chaos, _, err := root.Find([]string{"chaos"})
+	require.NoError(t, err)
+	require.NotNil(t, chaos.Flags().Lookup("entry-size"))
+	require.Contains(t, chaos.Flags().Lookup("size").Deprecated, "use --entry-size")
+	demo, _, err := root.Find([]string{"demo"})
+	require.NoError(t, err)
+	require.Contains(t, demo.Flags().Lookup("entry-size").Usage, "bytes of each entry's data")
+	require.Contains(t, chaos.Flags().Lookup("entry-size").Usage, "bytes of each entry's data")
+	require.Contains(t, demo.Flags().Lookup("size").Usage, "append at most this much entry data")
+	// The old name still sets the entry size; KWAL_SIZE, demo's total,
+	// does not reach it.
+	env := map[string]string{"KWAL_SIZE": "64MB"}
+	require.NoError(t, applyEnv(chaos.Flags(), func(k string) string { return env[k] }))
+	require.Equal(t, "1024", chaos.Flags().Lookup("entry-size").Value.String())
+	require.NoError(t, chaos.Flags().Set("size", "2048"))
+	require.Equal(t, "2048", chaos.Flags().Lookup("entry-size").Value.String())
+	require.NoError(t, applyEnv(demo.Flags(), func(k string) string { return env[k] }))
+	require.Equal(t, "64 MB", demo.Flags().Lookup("size").Value.String())
+}
+
+// TestBrokerOutage: the broker gone in the middle of the demo's appends,
+// each kind of warning is printed once (and how many more were held back
+// at the end), and the last line says what was acknowledged before the
+// failure.
+func TestBrokerOutage(t *testing.T) {
+	c := testutil.NewCluster(t)
+	// The broker goes once it has answered some produce requests: control
+	// functions run one request at a time, so when the 21st arrives the
+	// first 20 were handled.
+	produced := make(chan struct{})
+	var n int
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if n++; n == 21 {
+			close(produced)
+		}
+		return nil, nil, false
+	})
+	var out, errb lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-produced:
+			c.Close()
+		case <-ctx.Done():
+		}
+	}()
+	code := run(ctx, []string{"demo", "--brokers", strings.Join(c.ListenAddrs(), ","), "--index-dir", t.TempDir(), "--data-dir", t.TempDir(),
+		"--duration", "1m", "--size", "0", "--quiet", "--writers", "8", "--regions", "8", "--topics", "2",
+		"--produce-timeout", "1s", "--request-timeout", "1s", "--dial-timeout", "200ms"}, nil, &out, &errb, func(string) string { return "" })
+	require.Equal(t, exitError, code, errb.String())
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	require.Regexp(t, `^kwal: demo failed while appending: append to region \d+ of kwal-demo-\S+: .*; [1-9]\d* entries \(.*\) acknowledged in \S+ to namespaces kwal-demo-\S+, kwal-demo-\S+; nothing was checked$`,
+		lines[len(lines)-1])
+	kinds := map[string]int{}
+	msg := regexp.MustCompile(` msg="([^"]*)"`)
+	for _, l := range lines[:len(lines)-1] {
+		m := msg.FindStringSubmatch(l)
+		require.NotNil(t, m, "every other line is a log record: %s", l)
+		kinds[m[1]]++
+	}
+	for k, n := range kinds {
+		require.LessOrEqual(t, n, 2, "%q: printed once, then its count of repeats", k)
+	}
+}
+
+// TestRetentionIsShown: namespaces list and index show say what each
+// namespace's topic lets the broker delete on its own, and flag a topic
+// whose retention deletes entries by age or size, or that is compacted.
+func TestRetentionIsShown(t *testing.T) {
+	flags := cluster(t)
+	populate(t, flags, "kept", []logstore.RegionID{1}, 2, 10)
+	populate(t, flags, "aged", []logstore.RegionID{1}, 2, 10)
+	r := kwal(t, nil, append([]string{"namespaces", "create", "squashed"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(flagValue(flags, "--brokers"), ",")...))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for topic, c := range map[string]kadm.AlterConfig{
+		"aged":     {Name: "retention.ms", Value: kadm.StringPtr("3600000")},
+		"squashed": {Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
+	} {
+		resp, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{c}, topic)
+		require.NoError(t, err)
+		require.NoError(t, resp[0].Err)
+	}
+
+	r = kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, strings.Join([]string{
+		"NAMESPACE  RETENTION",
+		"aged       retention.ms=3600000: DELETES entries whatever the regions still need",
+		"kept       none (only Prune deletes)",
+		"squashed   cleanup.policy=compact: DELETES entries whatever the regions still need",
+	}, "\n")+"\n", r.stdout)
+
+	for ns, want := range map[string]string{
+		"aged": "retention.ms=3600000: DELETES entries whatever the regions still need",
+		"kept": "none (only Prune deletes)",
+	} {
+		r = kwal(t, nil, append([]string{"index", "show", "-n", ns}, flags...)...)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, "\n  retention         "+want+"\n")
+		r = kwal(t, nil, append([]string{"index", "show", "-n", ns, "--json"}, flags...)...)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, `"retention":"`+want+`"`)
+	}
 }

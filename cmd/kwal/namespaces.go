@@ -22,18 +22,25 @@ partition. Many regions share one namespace.`,
 	cmd.AddCommand(
 		&cobra.Command{
 			Use:   "list",
-			Short: "List the namespaces (non-internal topics), one per line",
-			Args:  cobra.NoArgs,
+			Short: "List the namespaces (non-internal topics) and what their topics let the broker delete",
+			Long: `list prints one namespace a line after a header: its name, and its topic's
+retention. kwal's own topics delete nothing by age or size (only Prune
+deletes, what no region needs any more); a topic whose retention.ms or
+retention.bytes is set, or that is compacted, is flagged: the broker deletes
+its entries whatever the regions still need.`,
+			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
 					names, err := st.ListNamespaces(ctx)
 					if err != nil {
 						return err
 					}
+					tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+					fmt.Fprintf(tw, "NAMESPACE\tRETENTION\n")
 					for _, n := range names {
-						fmt.Fprintln(a.stdout, n)
+						fmt.Fprintf(tw, "%s\t%s\n", n, retentionText(ctx, st, n))
 					}
-					return nil
+					return tw.Flush()
 				})
 			},
 		},
@@ -161,7 +168,13 @@ func (a *app) printPrune(res kafka.PruneResult, dryRun bool) {
 	default:
 		fmt.Fprintf(w, "%s: nothing to delete: %s; the first entry ID available is %d\n", res.Namespace, res.Reason, res.FirstID)
 	}
-	fmt.Fprintf(w, "%s: prune point ID %d, latest ID %d, log %s\n", res.Namespace, res.PrunePoint, res.LatestID, humanBytes(res.LogBytes))
+	// LogBytes is 0 when it is not known (a log that holds entries is
+	// never 0 B): then it is left out rather than printed as 0 B.
+	size := ""
+	if res.LogBytes > 0 || res.LatestID < res.FirstID {
+		size = ", log " + humanBytes(res.LogBytes)
+	}
+	fmt.Fprintf(w, "%s: prune point ID %d, latest ID %d%s\n", res.Namespace, res.PrunePoint, res.LatestID, size)
 	if len(res.Holders) == 0 {
 		return
 	}
@@ -175,4 +188,18 @@ func (a *app) printPrune(res kafka.PruneResult, dryRun bool) {
 		fmt.Fprintf(tw, "\t%d\t%d\t%d\t%s\t\n", h.Region, h.FirstNeeded, h.ObsoleteUpTo, humanBytes(h.PinnedBytes))
 	}
 	_ = tw.Flush()
+}
+
+// retentionText says what the namespace's topic lets the broker delete on
+// its own, flagging a topic that deletes entries by age, size or
+// compaction.
+func retentionText(ctx context.Context, st *kafka.LogStore, ns string) string {
+	r, err := st.TopicRetention(ctx, ns)
+	if err != nil {
+		return "unknown: " + errorText(err)[len("kwal: "):]
+	}
+	if r.Finite() || r.Compacted() {
+		return r.String() + ": DELETES entries whatever the regions still need"
+	}
+	return r.String()
 }

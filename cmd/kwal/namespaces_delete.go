@@ -126,7 +126,7 @@ var errNotConfirmed = errors.New("nothing was deleted")
 func (a *app) confirm(names []string) error {
 	list := strings.Join(names, "\n  ")
 	if !a.canAsk() {
-		return fmt.Errorf("the patterns match %d namespace(s):\n  %s\npass --yes to delete them (%w)", len(names), list, errNotConfirmed)
+		return linesError{fmt.Errorf("the patterns match %d namespace(s):\n  %s\npass --yes to delete them (%w)", len(names), list, errNotConfirmed)}
 	}
 	fmt.Fprintf(a.stderr, "the patterns match %d namespace(s):\n  %s\ndelete them with every entry in them? [y/N] ", len(names), list)
 	answer, _ := bufio.NewReader(a.stdin).ReadString('\n')

@@ -16,7 +16,7 @@ func TestNamespacesCreatePool(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	l := kwal(t, nil, append([]string{"namespaces", "list"}, flags...)...)
 	require.Equal(t, 0, l.code, l.stderr)
-	require.Equal(t, "walpool_0\nwalpool_1\nwalpool_2\n", l.stdout)
+	require.Equal(t, []string{"walpool_0", "walpool_1", "walpool_2"}, listed(l.stdout))
 	r = kwal(t, nil, append([]string{"namespaces", "create"}, flags...)...)
 	require.NotEqual(t, 0, r.code)
 	require.Contains(t, r.stderr, "--pool")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -21,6 +22,7 @@ type replayOpts struct {
 	ns      string
 	region  uint64
 	from    uint64
+	fromSet bool // --from given: Read's from; else the first ID held
 	noIndex bool
 	summary bool
 	limit   int64
@@ -33,11 +35,13 @@ func (a *app) replayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay --namespace NS --region R [--from ID] [--no-index] [--summary]",
 		Short: "Replay a region's entries as a datanode would",
-		Long: `replay reads one region's entries with kwal (Read), from entry ID --from
-(0: the beginning), as a datanode replays its WAL after a restart: using the
-region index, or scanning the whole namespace with --no-index. It prints every
-entry (ID, size, first bytes quoted or in hex), or with --summary the counts,
-bytes, time, fetches and bytes fetched.
+		Long: `replay reads one region's entries with kwal (Read), as a datanode replays
+its WAL after a restart: using the region index, or scanning the whole
+namespace with --no-index. Without --from it starts at the first entry the log
+still holds; --from ID starts at that ID exactly as Read does (so --from 0
+fails with ErrPruned when a prune deleted entries of the region). It prints
+every entry (ID, size, first bytes quoted or in hex), or with --summary the
+counts, bytes, time, fetches and bytes fetched.
 
 The index is loaded from --index-dir and updated with what the read learns.`,
 		Args: cobra.NoArgs,
@@ -48,13 +52,14 @@ The index is loaded from --index-dir and updated with what the read learns.`,
 			if !cmd.Flags().Changed("region") {
 				return errors.New("replay: --region is required")
 			}
+			o.fromSet = cmd.Flags().Changed("from")
 			return a.runReplay(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.ns, "namespace", "n", "", "namespace (topic) of the region (required)")
 	f.Uint64VarP(&o.region, "region", "r", 0, "region ID (required)")
-	f.Uint64Var(&o.from, "from", 0, "first entry ID (0: the first one the log still holds)")
+	f.Uint64Var(&o.from, "from", 0, "first entry ID, as Read takes it (default: the first entry the log still holds)")
 	f.BoolVar(&o.noIndex, "no-index", false, "scan the whole namespace instead of using the index")
 	f.BoolVar(&o.summary, "summary", false, "print counts, bytes, time and fetches instead of entries")
 	f.Int64Var(&o.limit, "limit", 0, "stop after this many entries (0: no limit)")
@@ -85,21 +90,25 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		n, nbytes     int64
 		first, lastID logstore.EntryID
 	)
-	if !o.summary {
-		fmt.Fprintf(w, "%12s %10s  %s\n", "ID", "SIZE", "DATA")
-	}
 	region := logstore.RegionID(o.region)
 	from := logstore.EntryID(o.from)
-	if from == 0 {
-		// ID 0 means none: replay what the log still holds.
+	if !o.fromSet {
 		if from, err = firstID(ctx, s, o.ns); err != nil {
 			return err
 		}
 	}
+	o.from = uint64(from) // what every line below reports
+	// The table's header comes with its first row (or its end), so that a
+	// read that fails at once prints only the error.
+	header := !o.summary
 	t0 := time.Now()
 	for e, err := range st.ReadWith(ctx, o.ns, map[logstore.RegionID]logstore.EntryID{region: from}, kafka.ReadOptions{NoIndex: o.noIndex, Stats: &stats}) {
 		if err != nil {
-			return fmt.Errorf("replay of region %d of %s: %w", o.region, o.ns, err)
+			return a.replayError(ctx, st, o, err)
+		}
+		if header {
+			fmt.Fprintf(w, "%12s %10s  %s\n", "ID", "SIZE", "DATA")
+			header = false
 		}
 		n++
 		nbytes += int64(len(e.Data))
@@ -124,6 +133,9 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		skipped = s.skippedCorrupt()
 	}
 	if !o.summary {
+		if header {
+			fmt.Fprintf(w, "%12s %10s  %s\n", "ID", "SIZE", "DATA")
+		}
 		fmt.Fprintf(w, "%d entries, %s\n", n, humanBytes(nbytes))
 		for _, l := range []string{none, skipped} {
 			if l != "" {
@@ -159,6 +171,26 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 	return st.Close()
 }
 
+// replayError is the one line a failed replay prints: an unknown
+// namespace and a --from past the log's end said as the other commands say
+// them, anything else with what was being read.
+func (a *app) replayError(ctx context.Context, st *kafka.LogStore, o replayOpts, err error) error {
+	switch {
+	case errors.Is(err, kafka.ErrUnknownNamespace):
+		return fmt.Errorf("namespace %q: %w", o.ns, kafka.ErrUnknownNamespace)
+	case errors.Is(err, kafka.ErrFutureID):
+		latest, lerr := st.LatestEntryID(ctx, o.ns)
+		if lerr != nil {
+			return fmt.Errorf("replay of region %d of %s: --from %d is past the namespace's end: %w", o.region, o.ns, o.from, err)
+		}
+		// latest+1 is the ID the next append gets: a read from there
+		// returns nothing, above it fails.
+		return fmt.Errorf("--from %d is past the end of namespace %s: its latest entry ID is %d, so it never held ID %d (replay from %d or below)",
+			o.from, o.ns, latest, o.from, latest+1)
+	}
+	return fmt.Errorf("replay of region %d of %s: %w", o.region, o.ns, err)
+}
+
 // whyNoEntries says why a replay returned nothing: the namespace is empty,
 // or which regions it does hold (those the index has seen), so that a
 // region that never wrote there is not mistaken for an empty one.
@@ -172,7 +204,9 @@ func (a *app) whyNoEntries(ctx context.Context, st *kafka.LogStore, indexDir str
 	}
 	msg := fmt.Sprintf("region %d has no entries in %s from ID %d; the namespace holds entries up to ID %d", o.region, o.ns, o.from, latest)
 	if logstore.EntryID(o.from) > latest {
-		return msg + fmt.Sprintf(" (--from %d is past its end)", o.from)
+		// Only latest+1 gets here (a read from above it fails): the ID
+		// the namespace's next entry gets.
+		return msg + fmt.Sprintf(" (ID %d is the one its next entry gets)", o.from)
 	}
 	// Closing checkpoints what the read learned, so that the index on disk
 	// names every region the read went past (Close is idempotent: the
@@ -210,7 +244,10 @@ func firstID(ctx context.Context, s *session, ns string) (logstore.EntryID, erro
 	}
 	o, ok := offs.Lookup(ns, 0)
 	if !ok {
-		return 0, fmt.Errorf("log start of %s: no partition 0", ns)
+		return 0, fmt.Errorf("namespace %q: %w", ns, kafka.ErrUnknownNamespace)
+	}
+	if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("namespace %q: %w", ns, kafka.ErrUnknownNamespace)
 	}
 	if o.Err != nil {
 		return 0, fmt.Errorf("log start of %s: %w", ns, o.Err)

@@ -109,7 +109,15 @@ func (a *app) startSession() (*session, error) {
 	s.cfg.Registerer = s.reg
 	if len(cfg.Brokers) == 0 {
 		dir := a.embeddedDir()
-		addrs, stop, err := embedded.Start(dir, embedded.WithOwner(a.cmdPath))
+		opts := []embedded.Option{embedded.WithOwner(a.cmdPath), embedded.WithLogger(a.log)}
+		if a.g.acceptLoss {
+			opts = append(opts, embedded.AcceptLoss())
+		}
+		addrs, stop, err := embedded.Start(dir, opts...)
+		if de, ok := errors.AsType[*embedded.DamagedError](err); ok {
+			return nil, fmt.Errorf("the embedded broker's data in %s is damaged: %s; the broker did not start and nothing was changed: to start without these records, run the command again with --accept-data-loss (copy %s aside first to keep them)",
+				dir, de.Summary(), dir)
+		}
 		if inUse, ok := errors.AsType[*embedded.InUseError](err); ok {
 			hint := "; wait until it ends, or give this command another --data-dir"
 			if b := inUse.Holder.Brokers; len(b) > 0 {

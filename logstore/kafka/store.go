@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -158,8 +159,8 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			// earlier, and franz-go's default (10 ms) arms a timer for
 			// every batch a lane buffers.
 			kgo.ProducerLinger(0),
-			kgo.MaxBufferedBytes(1<<40),
-			kgo.MaxBufferedRecords(1<<40),
+			kgo.MaxBufferedBytes(math.MaxInt),
+			kgo.MaxBufferedRecords(math.MaxInt),
 			kgo.UnknownTopicRetries(-1),
 			kgo.WithHooks(s.metrics.clients.lane),
 		)...)

@@ -28,6 +28,8 @@ type Collector struct {
 	mu     sync.Mutex
 	topics map[string]*topic
 	closed bool
+	// failures are the files of each topic that New could not use.
+	failures map[string][]LoadFailure
 
 	// The background checkpoint goroutine, when CheckpointInterval > 0:
 	// stop asks it to end, bgCancel cancels the checkpoint it may be
@@ -59,6 +61,7 @@ func Open(ctx context.Context, opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+
 	g := &Collector{
 		opts:   opts,
 		log:    opts.Logger,
@@ -68,6 +71,7 @@ func Open(ctx context.Context, opts Options) (*Collector, error) {
 	if opts.Store != nil {
 		g.load(ctx)
 		if err := ctx.Err(); err != nil {
+			m.release()
 			return nil, fmt.Errorf("index: loading from the store: %w", err)
 		}
 	}
@@ -103,7 +107,7 @@ func (g *Collector) load(ctx context.Context) {
 	}
 	// Topics load in parallel: on an object store each file is a round trip.
 	names = slices.Sorted(maps.Keys(byTopic))
-	topics := make([]*topic, len(names))
+	topics := make([]loadedTopic, len(names))
 	var eg errgroup.Group
 	eg.SetLimit(loadParallelism)
 	for i, name := range names {
@@ -120,30 +124,44 @@ func (g *Collector) load(ctx context.Context) {
 		return
 	}
 	for i, t := range topics {
-		g.topics[names[i]] = t
+		g.topics[names[i]] = t.topic
+		if len(t.failures) > 0 {
+			if g.failures == nil {
+				g.failures = map[string][]LoadFailure{}
+			}
+			g.failures[names[i]] = t.failures
+		}
 	}
+}
+
+// loadedTopic is a topic as New loaded it, with the files it could not use.
+type loadedTopic struct {
+	topic    *topic
+	failures []LoadFailure
 }
 
 // loadParallelism is the number of topics New loads at once.
 const loadParallelism = 8
 
-func (g *Collector) loadTopic(ctx context.Context, name string, files []storedFile) *topic {
+func (g *Collector) loadTopic(ctx context.Context, name string, files []storedFile) loadedTopic {
 	t := newTopic(name, g.log, g.m)
+	lt := loadedTopic{topic: t}
 	failures := t.load(ctx, g.opts.Store, files)
 	if ctx.Err() != nil {
-		return t // Open fails; nothing to report per file
+		return lt // Open fails; nothing to report per file
 	}
 	for _, f := range failures {
 		g.m.loadFailures.WithLabelValues(f.reason).Inc()
 		t.log.Error("index: checkpoint file unusable; the topic keeps the last consistent state before it",
 			"file", f.name, "reason", f.reason, "err", f.err)
+		lt.failures = append(lt.failures, LoadFailure{File: f.name, Reason: f.reason, Err: f.err})
 	}
 	if ts := t.describe(false); ts.Covered {
 		t.log.Debug("index: loaded", "accounted_from", ts.C, "watermark", ts.W, "entries", ts.Entries)
 	} else {
 		t.log.Warn("index: no usable checkpoint; reads will scan until coverage is rebuilt")
 	}
-	return t
+	return lt
 }
 
 // checkpointLoop is the background checkpoint goroutine. Close stops it:
@@ -274,6 +292,7 @@ func (g *Collector) Drop(ctx context.Context, topic string) error {
 	if t != nil && g.topics[topic] == t {
 		delete(g.topics, topic)
 	}
+	delete(g.failures, topic)
 	g.mu.Unlock()
 	g.m.watermark.DeleteLabelValues(topic)
 	return err
@@ -311,7 +330,8 @@ func (g *Collector) Checkpoint(ctx context.Context) error {
 }
 
 // Close stops the background checkpoint goroutine, then writes a final
-// checkpoint. Later calls of Close return nil, of
+// checkpoint, and unregisters the metrics (once no other Collector on the
+// same Registerer shares them). Later calls of Close return nil, of
 // Checkpoint and Drop ErrClosed; Start, Observe, Obsolete and Plan go on
 // working in memory.
 func (g *Collector) Close(ctx context.Context) error {
@@ -328,5 +348,6 @@ func (g *Collector) Close(ctx context.Context) error {
 		<-g.done
 	}
 	_, err := g.checkpointAll(ctx)
+	g.m.release()
 	return err
 }

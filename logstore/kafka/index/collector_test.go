@@ -2,6 +2,8 @@ package index
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -235,6 +237,37 @@ func TestMetricsRegistered(t *testing.T) {
 	require.Equal(t, 1, gatherCount(t, r, "kwal_index_watermark"))
 }
 
+// TestMetricsUnregisteredOnClose: the metrics stay registered while any
+// Collector on the registerer is open, and are gone once the last closed;
+// a Collector opened after that registers its own, counting from zero.
+func TestMetricsUnregisteredOnClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := prometheus.NewPedanticRegistry()
+	g1, err := New(Options{Registerer: r})
+	require.NoError(t, err)
+	g2, err := New(Options{Registerer: r})
+	require.NoError(t, err)
+	g1.Start("t", 0, 0)
+	g1.Observe("t", []Run{reg(1, 0, 10)})
+	require.NoError(t, g1.Close(ctx))
+	require.NoError(t, g1.Close(ctx)) // idempotent: releases once
+	require.Equal(t, 2, gatherCount(t, r, "kwal_index_watermark", "kwal_index_entries_indexed_total"), "g2 still uses them")
+	require.NoError(t, g2.Close(ctx))
+	require.Equal(t, 0, gatherCount(t, r, "kwal_index_watermark", "kwal_index_entries_indexed_total"))
+	mfs, err := r.Gather()
+	require.NoError(t, err)
+	require.Empty(t, mfs, "every kwal_index_* metric is unregistered")
+
+	g3, err := New(Options{Registerer: r})
+	require.NoError(t, err)
+	g3.Start("u", 0, 0)
+	g3.Observe("u", []Run{reg(1, 0, 4)})
+	require.Equal(t, 4.0, metricValue(g3.m.entries))
+	require.Equal(t, 2, gatherCount(t, r, "kwal_index_watermark", "kwal_index_entries_indexed_total"))
+	require.NoError(t, g3.Close(ctx))
+}
+
 func TestOptionsValidated(t *testing.T) {
 	t.Parallel()
 	_, err := New(Options{CheckpointInterval: -1})
@@ -304,4 +337,24 @@ func TestLogStartsDropsDeletedOffsets(t *testing.T) {
 	ts, _ := g.Stats("t", false)
 	require.Equal(t, int64(15), ts.C)
 	require.Equal(t, int64(20), ts.W)
+}
+
+// TestHealthyLoadIsQuiet: loading healthy checkpoints logs nothing a
+// datanode sees by default (INFO and above): a line per topic at every
+// start says nothing that needs attention.
+func TestHealthyLoadIsQuiet(t *testing.T) {
+	t.Parallel()
+	st := newMemStore()
+	g, err := New(Options{Store: st})
+	require.NoError(t, err)
+	for _, topic := range []string{"a", "b", "c"} {
+		g.Start(topic, 0, 0)
+		g.Observe(topic, []Run{reg(1, 0, 10)})
+	}
+	require.NoError(t, g.Close(t.Context()))
+	var logs strings.Builder
+	g, err = New(Options{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	require.NoError(t, err)
+	require.NoError(t, g.Close(t.Context()))
+	require.Empty(t, logs.String())
 }

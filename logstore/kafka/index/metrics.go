@@ -3,11 +3,14 @@ package index
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the kwal_index_* metrics of a Collector.
+// metrics are the kwal_index_* metrics of a Collector. Collectors on one
+// Registerer share them: the first registers them, as one
+// prometheus.Collector, and the last to close unregisters them.
 type metrics struct {
 	entries            prometheus.Counter
 	runs               prometheus.Counter
@@ -20,6 +23,44 @@ type metrics struct {
 	loadFailures       *prometheus.CounterVec // by reason
 	discarded          *prometheus.CounterVec // by reason
 	watermark          *prometheus.GaugeVec   // by topic
+
+	reg   prometheus.Registerer
+	users int // Collectors sharing the metrics; guarded by sharedMu
+}
+
+// sharedMu orders the registrations and unregistrations of metrics, so
+// that a Collector never shares metrics that the last other user is
+// unregistering.
+var sharedMu sync.Mutex
+
+func (m *metrics) all() []prometheus.Collector {
+	return []prometheus.Collector{m.entries, m.runs, m.invalidRuns, m.pendingOverflow, m.checkpointBytes, m.checkpointFiles,
+		m.checkpointDuration, m.checkpointErrors, m.loadFailures, m.discarded, m.watermark}
+}
+
+// Describe and Collect make metrics one prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all() {
+		c.Describe(ch)
+	}
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all() {
+		c.Collect(ch)
+	}
+}
+
+// release is a Collector's Close: the last user unregisters the metrics.
+func (m *metrics) release() {
+	if m.reg == nil {
+		return
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if m.users--; m.users == 0 {
+		m.reg.Unregister(m)
+	}
 }
 
 // Load failure reasons (label values of kwal_index_load_failures_total).
@@ -96,29 +137,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	var err error
-	register := func(c prometheus.Collector) prometheus.Collector {
-		if err != nil {
-			return c
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if err := reg.Register(m); err != nil {
+		are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
+		if !ok {
+			return nil, fmt.Errorf("index: registering metrics: %w", err)
 		}
-		if rerr := reg.Register(c); rerr != nil {
-			if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](rerr); ok {
-				return are.ExistingCollector
-			}
-			err = fmt.Errorf("index: registering metrics: %w", rerr)
+		if m, ok = are.ExistingCollector.(*metrics); !ok {
+			return nil, fmt.Errorf("index: registering metrics: another collector holds the kwal_index_* metrics: %w", err)
 		}
-		return c
 	}
-	m.entries = register(m.entries).(prometheus.Counter)
-	m.runs = register(m.runs).(prometheus.Counter)
-	m.invalidRuns = register(m.invalidRuns).(prometheus.Counter)
-	m.pendingOverflow = register(m.pendingOverflow).(prometheus.Counter)
-	m.checkpointBytes = register(m.checkpointBytes).(*prometheus.CounterVec)
-	m.checkpointFiles = register(m.checkpointFiles).(*prometheus.CounterVec)
-	m.checkpointDuration = register(m.checkpointDuration).(prometheus.Histogram)
-	m.checkpointErrors = register(m.checkpointErrors).(prometheus.Counter)
-	m.loadFailures = register(m.loadFailures).(*prometheus.CounterVec)
-	m.discarded = register(m.discarded).(*prometheus.CounterVec)
-	m.watermark = register(m.watermark).(*prometheus.GaugeVec)
-	return m, err
+	m.reg = reg
+	m.users++
+	return m, nil
 }

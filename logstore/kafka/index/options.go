@@ -46,8 +46,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Registerer registers the kwal_index_* metrics. Nil registers none.
-	// Prometheus collectors already registered by another Collector on the
-	// same Registerer are shared.
+	// Collectors on the same Registerer share the metrics; the last of them
+	// to close unregisters them.
 	Registerer prometheus.Registerer
 }
 

@@ -17,11 +17,26 @@ type TopicStats struct {
 	Runs        int   // runs of consecutive offsets, over all regions
 	// Files, Deltas, LastSeq and StoredBytes describe the topic's
 	// checkpoint chain on the Store as of its last load or checkpoint.
+	// StoredBytes counts the files the chain uses; FileNames names every
+	// file of the topic on the Store, used or not.
 	Files       int
 	Deltas      int
 	LastSeq     uint64
 	StoredBytes int64
-	Regions     []RegionStats // sorted by region; only when asked for
+	FileNames   []string
+	// LoadFailures are the topic's files that New could not use (the
+	// index then holds the last consistent state before them, or none).
+	LoadFailures []LoadFailure
+	Regions      []RegionStats // sorted by region; only when asked for
+}
+
+// LoadFailure is a checkpoint file that New could not use.
+type LoadFailure struct {
+	File string // its name on the Store
+	// Reason is missing, truncated, corrupt, version or io: the reason
+	// label of kwal_index_load_failures_total.
+	Reason string
+	Err    error
 }
 
 // RegionStats describes one region's part of a topic index.
@@ -55,7 +70,11 @@ func (g *Collector) Stats(topic string, regions bool) (TopicStats, bool) {
 	if t == nil {
 		return TopicStats{}, false
 	}
-	return t.describe(regions), true
+	ts := t.describe(regions)
+	g.mu.Lock()
+	ts.LoadFailures = slices.Clone(g.failures[topic])
+	g.mu.Unlock()
+	return ts, true
 }
 
 // describe is Stats for this topic.
@@ -67,6 +86,9 @@ func (t *topic) describe(regions bool) TopicStats {
 		Deltas:      t.persist.deltas,
 		LastSeq:     t.persist.lastSeq,
 		StoredBytes: t.persist.baseBytes + t.persist.deltaBytes,
+	}
+	for _, f := range t.persist.files {
+		ts.FileNames = append(ts.FileNames, f.name)
 	}
 	t.persistMu.Unlock()
 	t.mu.RLock()

@@ -44,3 +44,37 @@ func TestStatsDescribeTheIndex(t *testing.T) {
 	require.Positive(t, ts.Files)
 	require.Nil(t, ts.Regions)
 }
+
+// TestStatsNameUnusableFiles: a checkpoint file that fails its CRC is
+// named by Stats with its reason (the CLI's index verify reports it), and
+// FileNames lists it though the chain could not use it.
+func TestStatsNameUnusableFiles(t *testing.T) {
+	st := newMemStore()
+	g, err := New(Options{Store: st})
+	require.NoError(t, err)
+	g.Start("t", 0, 0)
+	g.Observe("t", []Run{{Start: 0, Count: 10, Region: 1}})
+	require.NoError(t, g.Close(t.Context()))
+	names, err := st.List(t.Context(), "")
+	require.NoError(t, err)
+	require.Len(t, names, 1)
+	st.blobs[names[0]][len(st.blobs[names[0]])/2] ^= 0xff
+
+	g, err = New(Options{Store: st, ReadOnly: true})
+	require.NoError(t, err)
+	defer g.Close(t.Context())
+	ts, ok := g.Stats("t", false)
+	require.True(t, ok)
+	require.False(t, ts.Covered)
+	require.Zero(t, ts.StoredBytes, "the chain uses no file")
+	require.Equal(t, names, ts.FileNames)
+	require.Len(t, ts.LoadFailures, 1)
+	require.Equal(t, names[0], ts.LoadFailures[0].File)
+	require.Equal(t, reasonCorrupt, ts.LoadFailures[0].Reason)
+	require.ErrorIs(t, ts.LoadFailures[0].Err, ErrCorrupt)
+
+	require.NoError(t, g.Drop(t.Context(), "t"))
+	g.Start("t", 0, 0)
+	ts, _ = g.Stats("t", false)
+	require.Empty(t, ts.LoadFailures, "a dropped topic's failures go with it")
+}

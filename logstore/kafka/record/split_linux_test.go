@@ -1,6 +1,7 @@
 package record
 
 import (
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -12,7 +13,11 @@ import (
 // of it is read. The 4 GiB + 1 byte entry is an anonymous, unreserved
 // mapping that is never touched, so it costs no memory.
 func TestSplitTooLarge(t *testing.T) {
-	n := int(uint64(MaxEntrySize) + 1)
+	if strconv.IntSize == 32 {
+		t.Skip("a 32-bit address space cannot map an entry larger than MaxEntrySize")
+	}
+	size := uint64(MaxEntrySize) + 1 // a variable: as a constant it overflows a 32-bit int
+	n := int(size)
 	data, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
 	if err != nil {
 		t.Skipf("cannot map %d bytes: %v", n, err)
