@@ -55,8 +55,7 @@
 // of other regions' records between two ranges is read through in the same
 // fetch when its bytes stream in less time than a fetch's round trip, with
 // the latency and the streaming rate measured from the pass's own fetches
-// (rate.go), and the gaps read through stay within a tenth of the planned
-// offsets. Until a pass knows what an offset weighs, each indexed range
+// (rate.go; priors until they are measured). Until a pass knows what an offset weighs, each indexed range
 // starts with a one-batch fetch. docs/benchmarks.md records what each of
 // these rules was measured to save, and the mechanisms removed because they
 // saved nothing.

@@ -55,7 +55,6 @@ type fetcher struct {
 	queue    []*chunk      // chunks and join markers not yet handed over, in offset order
 	frontier int64         // end of the last chunk cut from pending
 	sent     int64         // the decoder has been handed every record below sent
-	planned  int64         // offsets of the planned ranges (the reads' joined)
 	started  int           // started chunks in queue
 	landed   chan *chunk   // chunks whose response landed, in landing order
 	// charged is the pass's bytes held in the Pool (its chunks' charges,
@@ -452,7 +451,7 @@ func (f *fetcher) cut() *chunk {
 	for ; i < len(f.pending); i++ {
 		next := f.pending[i]
 		gap := next.Start - c.End
-		if gap > worth || next.End-c.Start > maxOffs || f.stats.extra+gap > int64(gapShare*float64(f.planned)) {
+		if gap > worth || next.End-c.Start > maxOffs {
 			break
 		}
 		f.stats.mergedGaps++
@@ -532,22 +531,7 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 	}
 	f.queue = slices.Insert(f.queue, at, &chunk{join: j.sub})
 	f.pending = unionRanges(f.pending, above)
-	f.planned += spanOffsets(j.ranges)
 	return true
-}
-
-// gapShare bounds the offsets a pass reads through beyond its planned
-// ranges, as a share of them: reading gaps through saves fetches, but a
-// replay stays close to its own bytes.
-const gapShare = 0.1
-
-// spanOffsets is the number of offsets the ranges cover.
-func spanOffsets(rs []index.Range) int64 {
-	var n int64
-	for _, r := range rs {
-		n += r.End - r.Start
-	}
-	return n
 }
 
 // unionRanges merges two ascending lists of ranges into one ascending list
