@@ -55,7 +55,8 @@
 // of other regions' records between two ranges is read through in the same
 // fetch when its bytes stream in less time than a fetch's round trip, with
 // the latency and the streaming rate measured from the pass's own fetches
-// (rate.go; priors until they are measured). Until a pass knows what an offset weighs, each indexed range
+// (rate.go; priors until they are measured), within half the pass's
+// planned offsets (gapShare). Until a pass knows what an offset weighs, each indexed range
 // starts with a one-batch fetch. docs/benchmarks.md records what each of
 // these rules was measured to save, and the mechanisms removed because they
 // saved nothing.

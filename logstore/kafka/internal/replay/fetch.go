@@ -55,6 +55,7 @@ type fetcher struct {
 	queue    []*chunk      // chunks and join markers not yet handed over, in offset order
 	frontier int64         // end of the last chunk cut from pending
 	sent     int64         // the decoder has been handed every record below sent
+	planned  int64         // offsets of the planned ranges (the reads' joined)
 	started  int           // started chunks in queue
 	landed   chan *chunk   // chunks whose response landed, in landing order
 	// charged is the pass's bytes held in the Pool (its chunks' charges,
@@ -451,7 +452,7 @@ func (f *fetcher) cut() *chunk {
 	for ; i < len(f.pending); i++ {
 		next := f.pending[i]
 		gap := next.Start - c.End
-		if gap > worth || next.End-c.Start > maxOffs {
+		if gap > worth || next.End-c.Start > maxOffs || f.stats.extra+gap > int64(gapShare*float64(f.planned)) {
 			break
 		}
 		f.stats.mergedGaps++
@@ -531,7 +532,24 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 	}
 	f.queue = slices.Insert(f.queue, at, &chunk{join: j.sub})
 	f.pending = unionRanges(f.pending, above)
+	f.planned += spanOffsets(j.ranges)
 	return true
+}
+
+// gapShare bounds the offsets a pass reads through beyond its planned
+// ranges, as a share of them. Reading gaps through saves round trips, and
+// a replay of many regions gains from it (their gaps are small and many);
+// a replay of one region would otherwise read most of a small topic while
+// the priors still price its gaps (docs/benchmarks.md, "Read path A/B").
+const gapShare = 0.5
+
+// spanOffsets is the number of offsets the ranges cover.
+func spanOffsets(rs []index.Range) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.End - r.Start
+	}
+	return n
 }
 
 // unionRanges merges two ascending lists of ranges into one ascending list

@@ -158,7 +158,7 @@ func (r *Reads) startPass(topic string, noIndex bool, end int64, sb *sub, ranges
 	gen := r.gate.generation(topic)
 	charged := new(atomic.Int64)
 	f := &fetcher{reads: r, topic: topic, gen: gen, noIndex: noIndex, charged: charged,
-		pending: slices.Clone(ranges), frontier: ranges[0].Start, queue: []*chunk{{join: sb}}, cohorts: cohorts}
+		pending: slices.Clone(ranges), frontier: ranges[0].Start, planned: spanOffsets(ranges), queue: []*chunk{{join: sb}}, cohorts: cohorts}
 	f.est = r.startEstimate(topic)
 	f.stats.scan = noIndex || (len(ranges) == 1 && ranges[0].Scan)
 	rt := newRouter(r, p.flushed)

@@ -66,7 +66,7 @@ func (e *estimate) learn(took time.Duration, n int, offsets int64) {
 
 // gapWorth is how many offsets of other regions' records a pass reads
 // through rather than start another fetch: those it streams in less than a
-// fetch's latency. Until the pass measured a
+// fetch's latency (within the pass's gapShare). Until the pass measured a
 // latency or a rate, it prices with priors: a local broker's round trip,
 // and the rate a broker streams from its page cache. A pass of few regions
 // may never fetch enough at once to measure the rate, and without a rate it
