@@ -96,6 +96,16 @@ func (rt *router) dispatch(ctx context.Context, a assembled) error {
 			}
 			continue
 		}
+		if len(ro.held) == 0 {
+			if first, open := rt.firstOpen(ro); !open || first > e.First {
+				// Nothing of the read's regions begun before it is still
+				// open: its turn, as for a read of one region.
+				if err := rt.deliver(ctx, ro, e); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if e.inResponse {
 			// Held, it would pin its response: a copy holds only its own
 			// bytes.
@@ -156,12 +166,7 @@ func (rt *router) release(ctx context.Context, all bool) error {
 	for _, ro := range rt.waiting {
 		limit, open := int64(0), false
 		if !all {
-			rt.asm.EachOpen(func(region uint64, first, _ int64) bool {
-				if _, mine := ro.sub.from[region]; mine && (!open || first < limit) {
-					limit, open = first, true
-				}
-				return true
-			})
+			limit, open = rt.firstOpen(ro)
 		}
 		n := 0
 		for _, h := range ro.held {
@@ -187,6 +192,18 @@ func (rt *router) release(ctx context.Context, all bool) error {
 	clear(rt.waiting[len(kept):])
 	rt.waiting = kept
 	return nil
+}
+
+// firstOpen is the first offset of the earliest entry still open in one of
+// ro's regions; open is false when none is.
+func (rt *router) firstOpen(ro *route) (first int64, open bool) {
+	rt.asm.EachOpen(func(region uint64, f, _ int64) bool {
+		if _, mine := ro.sub.from[region]; mine && (!open || f < first) {
+			first, open = f, true
+		}
+		return true
+	})
+	return first, open
 }
 
 // fit spills the pass's largest entries while the store's hold budget is
