@@ -49,10 +49,6 @@ func IndexSpan(s *LogStore, topic string) (c, w int64, ok bool) {
 // LaneClients are the store's produce lane clients.
 func LaneClients(s *LogStore) []*kgo.Client { return s.laneClients }
 
-// GatheringListTopics counts the topics whose bounds lookups wait for the
-// next ListOffsets pair of their leader.
-func GatheringListTopics(s *LogStore) int { return s.reads.GatheringListTopics() }
-
 // ReadPoolUsed is the bytes the store's reads hold in their fetch budget.
 func ReadPoolUsed(s *LogStore) int64 { return s.reads.PoolUsed() }
 

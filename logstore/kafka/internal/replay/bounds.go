@@ -175,16 +175,15 @@ func (r *Reads) lookUpBounds(topic string, fl *boundsFlight, call *boundsCall) {
 // boundsOf is Host.Offsets for a read's bounds lookup, in one round trip:
 // both ListOffsets requests go at once straight to the partition's leader,
 // known from the reads' metadata cache (which Open's warming fills, see
-// warm.go), in a pair shared with the lookups of the leader's other topics
-// (listbatch.go). Host.Offsets (kadm) asks for the topic's metadata before
-// each list, a second round trip in every read's way.
+// warm.go). Host.Offsets (kadm) asks for the topic's metadata before each
+// list, a second round trip in every read's way.
 //
 // Only a clean answer is taken: any failure (a moved leader, a deleted
 // topic, a stale cache) forgets the cached leader and falls back to
 // Host.Offsets, whose retries and errors are the reads' as before.
 func (r *Reads) boundsOf(ctx context.Context, topic string) (start, end int64, err error) {
 	if m, err := r.topicMeta(ctx, topic, false); err == nil {
-		start, end, err := r.listAtLeader(ctx, topic, m.leader)
+		start, end, err := r.listBounds(ctx, m.leader, topic)
 		if err == nil {
 			return start, end, nil
 		}

@@ -11,8 +11,8 @@
 //
 //	Reads.Read (reads.go)
 //	  -> the log's bounds (bounds.go: lookups of reads that start together
-//	     share one ListOffsets pair, listbatch.go: one pair per leader for
-//	     many topics); a read from above the log's end fails (ErrFutureID)
+//	     share one ListOffsets pair at the leader, listoffsets.go); a read
+//	     from above the log's end fails (ErrFutureID)
 //	  -> below the log start: the index and the prune marks decide between
 //	     ErrPruned and reading on (pruned.go, marks.go); so they do when the
 //	     log start overtakes a fetch of a running pass

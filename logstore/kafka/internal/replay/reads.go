@@ -98,7 +98,6 @@ type Reads struct {
 	meta   metaCache
 	sizes  sizes
 	bounds readBounds
-	lists  listBatches
 	pool   *Pool
 	hold   holdBudget
 	// readBackTurn lets one spilled entry be read back at a time (see
@@ -326,21 +325,6 @@ func closedErr(topic string) error {
 
 // Context is done once Close began: a read's caller ends with it.
 func (r *Reads) Context() context.Context { return r.ctx }
-
-// GatheringListTopics counts the topics whose bounds lookups wait for the
-// next ListOffsets pair of their leader (tests).
-func (r *Reads) GatheringListTopics() int {
-	lb := &r.lists
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	n := 0
-	for _, l := range lb.leaders {
-		if l.next != nil {
-			n += len(l.next.topics)
-		}
-	}
-	return n
-}
 
 // PoolUsed is the bytes the reads hold in their fetch budget now.
 func (r *Reads) PoolUsed() int64 { return r.pool.Used() }
