@@ -116,7 +116,7 @@ func (a *app) benchCmd() *cobra.Command {
 	f.IntVar(&o.lanes, "produce-lanes", def.ProduceLanes, "kwal produce lanes (franz-go clients carrying batches at once)")
 	f.IntVar(&o.maxRegions, "max-regions-per-batch", def.MaxRegionsPerBatch, "kwal MaxRegionsPerBatch: regions a produce may carry when a backlog builds up (1 = region-pure batches)")
 	f.IntVar(&o.rounds, "rounds", 3, "rounds of the append comparison (each on fresh topics, alternating which producer goes first; figures add up all rounds)")
-	a.bound(f, "entry-size", 0, maxEntrySize, "bench builds every call's entries in memory before it starts the clock")
+	a.bound(f, "entry-size", 0, maxEntrySize, "kwal refuses entries larger than its Config.MaxEntryBytes (ErrEntryTooLarge)")
 	a.bound(f, "calls", 1, 1_000_000, "bench builds every call's entries in memory before it starts the clock")
 	a.boundDuration(f, "duration", 0, time.Hour, "a longer run is a soak test, not a comparison")
 	a.bound(f, "batch-bytes", record.MinBatchBytes, 64*miB, "kwal's MaxBatchBytes and the embedded broker's message.max.bytes")

@@ -197,7 +197,7 @@ func TestRejectedDemoDeletesNothing(t *testing.T) {
 	require.Equal(t, []string{demoPrefix + "earlier-0"}, listed(r.stdout))
 }
 
-// TestEntrySizeIsBoundedByMaxEntryBytes: demo and chaos refuse, before
+// TestEntrySizeIsBoundedByMaxEntryBytes: demo, bench and chaos refuse, before
 // connecting, an entry size that kwal's AppendBatch would refuse
 // (ErrEntryTooLarge), and say the limit in --help; an entry of exactly
 // the limit is appended and checked.
@@ -216,6 +216,9 @@ func TestEntrySizeIsBoundedByMaxEntryBytes(t *testing.T) {
 	chaos, _, err := root.Find([]string{"chaos"})
 	require.NoError(t, err)
 	require.LessOrEqual(t, a.limits[chaos.Flags().Lookup("entry-size")].max, uint64(maxEntry))
+	bench, _, err := root.Find([]string{"bench"})
+	require.NoError(t, err)
+	require.LessOrEqual(t, a.limits[bench.Flags().Lookup("entry-size")].max, uint64(maxEntry), "bench allowed entries its store would refuse")
 
 	flags := cluster(t)
 	r = kwal(t, nil, append([]string{"demo", "--entries", "1", "--entry-size", strconv.FormatInt(maxEntry, 10), "--writers", "1", "--regions", "1",

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kwal/kwal/logstore/kafka"
 )
 
 // workloadFlags are the flags the demo and the bench share: the shape of
@@ -34,7 +36,7 @@ func (w *workloadFlags) register(a *app, f *pflag.FlagSet, def workloadFlags) {
 	a.bound(f, "regions", 1, maxRegions, "every region's acknowledged calls are kept in memory to check or time its replay")
 	a.bound(f, "topics", 1, maxTopics, "each namespace is a Kafka topic with a producer and an index of its own")
 	a.bound(f, "writers", 1, maxWriters, "one goroutine each, with its calls in flight")
-	a.bound(f, "entry-size", 1, maxEntrySize, "every writer holds a call's entries in memory")
+	a.bound(f, "entry-size", 1, maxEntrySize, "kwal refuses entries larger than its Config.MaxEntryBytes (ErrEntryTooLarge)")
 	a.bound(f, "entries-per-call", 1, maxPerCall, "a call's entries are held in memory until acknowledged")
 	a.bound(f, "replay-runs", 1, 100, "each run replays the region again")
 	a.bound(f, "seed", anyValue.min, anyValue.max, "")
@@ -46,10 +48,13 @@ const (
 	maxRegions     = 100_000
 	maxTopics      = 1_000
 	maxWriters     = 10_000
-	maxEntrySize   = 64 * miB
 	maxPerCall     = 10_000
 	maxWorkloadRAM = 1 * giB
 )
+
+// maxEntrySize is the largest entry kwal accepts (Config.MaxEntryBytes):
+// a larger one would fail its call with ErrEntryTooLarge.
+var maxEntrySize = uint64(kafka.DefaultConfig().MaxEntryBytes)
 
 // checkMemory rejects a workload whose data would take more than
 // maxWorkloadRAM: held is how many entries of entrySize are held at once,
