@@ -46,6 +46,7 @@ type Drop struct {
 // [First, Last] again must give.
 type Assembled struct {
 	Region      uint64
+	Epoch       uint64 // the owner epoch its parts carry
 	First, Last int64
 	Data        []byte
 	Spilled     bool
@@ -112,8 +113,8 @@ func NewAssembler() *Assembler {
 // or ErrMalformed; the entry is then discarded).
 func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	var st Step
-	if p.Kind == KindMark {
-		return st, fmt.Errorf("%w: a mark at offset %d is not an entry part", ErrMalformed, offset)
+	if p.Kind == KindMark || p.Kind == KindClaim {
+		return st, fmt.Errorf("%w: a %s at offset %d is not an entry part", ErrMalformed, p.Kind, offset)
 	}
 	pe := a.open[p.Region]
 	switch p.Kind {
@@ -122,7 +123,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
 		}
 		a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC}
-		st.Entry, st.Complete = Assembled{Region: p.Region, First: offset, Last: offset, Data: p.Data, Size: p.Size, CRC: p.EntryCRC}, true
+		st.Entry, st.Complete = Assembled{Region: p.Region, Epoch: p.Epoch, First: offset, Last: offset, Data: p.Data, Size: p.Size, CRC: p.EntryCRC}, true
 		return st, nil
 
 	case KindFirst:
@@ -185,7 +186,7 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d: CRC %08x, computed %08x",
 			ErrChecksum, p.Region, pe.first, offset, pe.hdr.EntryCRC, c)
 	}
-	st.Entry = Assembled{Region: p.Region, First: pe.first, Last: offset, Data: pe.data, Spilled: pe.spilled, Size: pe.hdr.Size, CRC: pe.hdr.EntryCRC}
+	st.Entry = Assembled{Region: p.Region, Epoch: pe.hdr.Epoch, First: pe.first, Last: offset, Data: pe.data, Spilled: pe.spilled, Size: pe.hdr.Size, CRC: pe.hdr.EntryCRC}
 	st.Complete = true
 	return st, nil
 }
@@ -253,4 +254,6 @@ func appendPart(buf, data []byte, size uint32) []byte {
 	return append(buf, data...)
 }
 
-func sameEntry(a, b Header) bool { return a.Size == b.Size && a.EntryCRC == b.EntryCRC }
+func sameEntry(a, b Header) bool {
+	return a.Size == b.Size && a.EntryCRC == b.EntryCRC && a.Epoch == b.Epoch
+}

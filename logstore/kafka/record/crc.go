@@ -94,8 +94,8 @@ func combine(crcA, crcB uint32, lenB int) uint32 {
 	return shift(crcA, uint64(lenB)) ^ crcB
 }
 
-// recordCRC is a record's CRC: CRC-32C of key[0:24] followed by data, whose
+// recordCRC is a record's CRC: CRC-32C of the key up to its rCRC field followed by data, whose
 // own CRC-32C is dataCRC.
 func recordCRC(key []byte, dataCRC uint32, dataLen int) uint32 {
-	return combine(crc32.Checksum(key[:24], castagnoli), dataCRC, dataLen)
+	return combine(crc32.Checksum(key[:len(key)-4], castagnoli), dataCRC, dataLen)
 }

@@ -42,6 +42,11 @@ func FuzzDecode(f *testing.F) {
 		mp := MarkPart(m)
 		f.Add(mp.Key(), mp.Data)
 	}
+	cp := ClaimPart(7, 3, []byte("node-a"))
+	f.Add(cp.Key(), cp.Data)
+	ep := seeds[0]
+	ep.Epoch = 5
+	f.Add(ep.Key(), ep.Data)
 
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		keyCopy, valueCopy := slices.Clone(key), slices.Clone(value)
@@ -51,9 +56,13 @@ func FuzzDecode(f *testing.F) {
 		}
 		// The CRCs as summed directly, over every byte (Decode combines
 		// them from one pass over the value: crc.go).
-		directOK := len(key) == KeySize && crc32.Update(crc32.Checksum(key[:24], castagnoli), castagnoli, value) == binary.BigEndian.Uint32(key[24:28])
-		if directOK && (key[3] == byte(KindWhole) || key[3] == byte(KindMark)) {
-			directOK = Checksum(value) == binary.BigEndian.Uint32(key[20:24])
+		// Version 1 keys are 28 bytes, version 2 keys (with the epoch)
+		// 36; the record CRC is the key's last 4 bytes.
+		n := len(key)
+		directOK := ((n == KeySize && key[2] == 1) || (n == KeySizeEpoch && key[2] == 2)) &&
+			crc32.Update(crc32.Checksum(key[:n-4], castagnoli), castagnoli, value) == binary.BigEndian.Uint32(key[n-4:])
+		if directOK && (key[3] == byte(KindWhole) || key[3] == byte(KindMark) || key[3] == byte(KindClaim)) {
+			directOK = Checksum(value) == binary.BigEndian.Uint32(key[n-8:n-4])
 		}
 		if err != nil {
 			requireOneClass(t, err, "Decode(%x, %x)", key, value)
@@ -89,6 +98,10 @@ func FuzzDecode(f *testing.F) {
 		case KindMark:
 			if _, err := DecodeMark(p.Data); err != nil {
 				t.Fatalf("decoded mark part whose payload does not decode: %v", err)
+			}
+		case KindClaim:
+			if p.Epoch == 0 || uint64(len(p.Data)) != uint64(p.Size) || Checksum(p.Data) != p.EntryCRC {
+				t.Fatalf("claim with epoch 0 or inconsistent size or CRC: %+v", p.Header)
 			}
 		default:
 			t.Fatalf("decoded kind %d", p.Kind)

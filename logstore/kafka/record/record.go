@@ -1,24 +1,42 @@
 // Package record is kwal's record codec: how one WAL entry becomes one or more
 // Kafka records, and how those records are decoded and reassembled.
 //
-// # Layout (version 1)
+// # Layout (versions 1 and 2)
 //
-// Every kwal record carries a fixed 28-byte key; the record's value is the
-// entry's data, or one part of it. Integers are big-endian.
+// Every kwal record carries a fixed key; the record's value is the entry's
+// data, or one part of it. Integers are big-endian. A record of a region
+// never claimed (owner epoch 0) has a version 1 key of 28 bytes; a record
+// written under an owner epoch > 0 (logstore/kafka's Claim) has a version 2
+// key of 36 bytes, the same fields with the epoch after the region:
 //
+//	version 1 (28 bytes)
 //	 0      2      3      4              12      16      20      24      28
 //	 +------+------+------+---------------+-------+-------+-------+-------+
 //	 | "KW" | ver  | kind |    region     |  seq  | size  | eCRC  | rCRC  |
 //	 +------+------+------+---------------+-------+-------+-------+-------+
-//	 magic    1     1..4       uint64       uint32  uint32  uint32  uint32
+//	 magic    1     1..5       uint64       uint32  uint32  uint32  uint32
+//
+//	version 2 (36 bytes)
+//	 0      2      3      4              12              20      24      28      32      36
+//	 +------+------+------+---------------+---------------+-------+-------+-------+-------+
+//	 | "KW" | ver  | kind |    region     |     epoch     |  seq  | size  | eCRC  | rCRC  |
+//	 +------+------+------+---------------+---------------+-------+-------+-------+-------+
+//	 magic    2     1..6       uint64          uint64       uint32  uint32  uint32  uint32
 //
 //	kind   1 whole, 2 first, 3 middle, 4 last, 5 mark (no entry: a
-//	       statement about the log, see KindMark in mark.go)
+//	       statement about the log, see KindMark in mark.go), 6 claim (no
+//	       entry: where an owner epoch of the region begins, see KindClaim)
+//	epoch  the region's owner epoch its writer held; a version 1 record
+//	       reads as epoch 0
 //	seq    the part's index within its entry: 0 for whole and first parts
 //	size   length of the whole entry's data, across all parts
 //	eCRC   CRC-32C (Castagnoli) of the whole entry's data
-//	rCRC   CRC-32C of key[0:24] followed by the value: it guards the header
-//	       fields and this record's part of the data
+//	rCRC   CRC-32C of the key up to rCRC followed by the value: it guards
+//	       the header fields and this record's part of the data
+//
+// Writing version 1 for epoch 0 keeps a store that never claims a region
+// byte for byte what it was, and readers of either version agree on every
+// field. Every part of one entry carries the same epoch.
 //
 // An entry whose data fits in one record under the batch limit is one whole
 // record. A larger entry is split into a first part, zero or more middle parts
@@ -53,11 +71,16 @@ import (
 	"unsafe"
 )
 
-// Version is the record format version this package writes.
-const Version = 1
+// Version is the newest record format version this package writes and
+// reads; it writes version 1 keys for epoch 0 (see the package comment).
+const Version = 2
 
-// KeySize is the size of a kwal record's key.
-const KeySize = 28
+// KeySize is the size of a version 1 key (epoch 0), KeySizeEpoch of a
+// version 2 key (epoch > 0). KeyLen gives a part's.
+const (
+	KeySize      = 28
+	KeySizeEpoch = 36
+)
 
 // Overhead is how many bytes of a record batch a part must leave free for the
 // batch header (61 bytes), the record's framing (at most ~30 bytes of
@@ -95,6 +118,8 @@ func (k Kind) String() string {
 		return "last"
 	case KindMark:
 		return "mark"
+	case KindClaim:
+		return "claim"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -123,6 +148,7 @@ func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
 type Header struct {
 	Kind     Kind
 	Region   uint64
+	Epoch    uint64 // the owner epoch of the region its writer held (0: never claimed)
 	Seq      uint32 // the part's index within its entry
 	Size     uint32 // the whole entry's length
 	EntryCRC uint32 // CRC-32C of the whole entry's data
@@ -163,32 +189,47 @@ func (p *Part) dataCRC() uint32 {
 	return Checksum(p.Data)
 }
 
-// Key encodes the part's key (KeySize bytes), including the record CRC over
+// KeyLen is the length of the part's key: KeySize for epoch 0,
+// KeySizeEpoch otherwise.
+func (h *Header) KeyLen() int {
+	if h.Epoch == 0 {
+		return KeySize
+	}
+	return KeySizeEpoch
+}
+
+// Key encodes the part's key (KeyLen bytes), including the record CRC over
 // the key and the part's data.
 func (p *Part) Key() []byte {
-	key := make([]byte, KeySize)
+	key := make([]byte, p.KeyLen())
 	p.putKey(key)
 	return key
 }
 
-// AppendKey appends the part's key (KeySize bytes) to dst, so that many
+// AppendKey appends the part's key (KeyLen bytes) to dst, so that many
 // keys can share one allocation.
 func (p *Part) AppendKey(dst []byte) []byte {
-	n := len(dst)
-	dst = append(dst, make([]byte, KeySize)...)
-	p.putKey(dst[n : n+KeySize])
+	n, k := len(dst), p.KeyLen()
+	dst = append(dst, make([]byte, k)...)
+	p.putKey(dst[n : n+k])
 	return dst
 }
 
 func (p *Part) putKey(key []byte) {
 	copy(key[0:2], magic[:])
-	key[2] = Version
+	key[2] = 1
 	key[3] = byte(p.Kind)
 	binary.BigEndian.PutUint64(key[4:12], p.Region)
-	binary.BigEndian.PutUint32(key[12:16], p.Seq)
-	binary.BigEndian.PutUint32(key[16:20], p.Size)
-	binary.BigEndian.PutUint32(key[20:24], p.EntryCRC)
-	binary.BigEndian.PutUint32(key[24:28], recordCRC(key, p.dataCRC(), len(p.Data)))
+	f := key[12:]
+	if p.Epoch != 0 {
+		key[2] = 2
+		binary.BigEndian.PutUint64(key[12:20], p.Epoch)
+		f = key[20:]
+	}
+	binary.BigEndian.PutUint32(f[0:4], p.Seq)
+	binary.BigEndian.PutUint32(f[4:8], p.Size)
+	binary.BigEndian.PutUint32(f[8:12], p.EntryCRC)
+	binary.BigEndian.PutUint32(f[12:16], recordCRC(key, p.dataCRC(), len(p.Data)))
 }
 
 // MaxPartSize returns the largest part a batch of maxBatchBytes can carry.
@@ -256,24 +297,37 @@ func Decode(key, value []byte) (Part, error) {
 		}
 		return Part{}, fmt.Errorf("%w: key of %d bytes", ErrNotKwal, len(key))
 	}
-	if key[2] != Version {
-		return Part{}, fmt.Errorf("%w: version %d, this build reads %d", ErrVersion, key[2], Version)
+	size, f := KeySize, key[12:]
+	var epoch uint64
+	switch key[2] {
+	case 1:
+	case 2:
+		size, f = KeySizeEpoch, key[20:]
+		if len(key) >= KeySizeEpoch {
+			epoch = binary.BigEndian.Uint64(key[12:20])
+		}
+	default:
+		return Part{}, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrVersion, key[2], Version)
 	}
-	if len(key) != KeySize {
-		return Part{}, fmt.Errorf("%w: key of %d bytes, version %d keys are %d", ErrMalformed, len(key), Version, KeySize)
+	if len(key) != size {
+		return Part{}, fmt.Errorf("%w: key of %d bytes, version %d keys are %d", ErrMalformed, len(key), key[2], size)
 	}
-	want := binary.BigEndian.Uint32(key[24:28])
+	want := binary.BigEndian.Uint32(f[12:16])
 	c := sum(value)
 	if got := recordCRC(key, c.crc, len(value)); got != want {
 		return Part{}, fmt.Errorf("%w: record CRC %08x, computed %08x", ErrChecksum, want, got)
+	}
+	if key[2] == 2 && epoch == 0 {
+		return Part{}, fmt.Errorf("%w: version 2 key with epoch 0", ErrMalformed)
 	}
 	p := Part{
 		Header: Header{
 			Kind:     Kind(key[3]),
 			Region:   binary.BigEndian.Uint64(key[4:12]),
-			Seq:      binary.BigEndian.Uint32(key[12:16]),
-			Size:     binary.BigEndian.Uint32(key[16:20]),
-			EntryCRC: binary.BigEndian.Uint32(key[20:24]),
+			Epoch:    epoch,
+			Seq:      binary.BigEndian.Uint32(f[0:4]),
+			Size:     binary.BigEndian.Uint32(f[4:8]),
+			EntryCRC: binary.BigEndian.Uint32(f[8:12]),
 		},
 		Data: value,
 		crc:  c,
@@ -310,8 +364,18 @@ func (p *Part) check() error {
 		if uint64(len(p.Data)) > uint64(p.Size) {
 			return fmt.Errorf("%w: %s part of %d bytes exceeds its entry size %d", ErrMalformed, p.Kind, len(p.Data), p.Size)
 		}
+	case KindClaim:
+		if p.Seq != 0 || p.Epoch == 0 {
+			return fmt.Errorf("%w: claim with seq %d, epoch %d", ErrMalformed, p.Seq, p.Epoch)
+		}
+		if uint64(len(p.Data)) != uint64(p.Size) {
+			return fmt.Errorf("%w: claim of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
+		}
+		if p.dataCRC() != p.EntryCRC {
+			return fmt.Errorf("%w: claim data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
+		}
 	case KindMark:
-		if p.Seq != 0 || p.Region != 0 {
+		if p.Seq != 0 || p.Region != 0 || p.Epoch != 0 {
 			return fmt.Errorf("%w: mark with seq %d, region %d", ErrMalformed, p.Seq, p.Region)
 		}
 		if uint64(len(p.Data)) != uint64(p.Size) {

@@ -21,8 +21,11 @@ import (
 // depend on: changing any of them changes the on-disk format or what a batch
 // limit means.
 func TestConstants(t *testing.T) {
-	assert.Equal(t, 1, Version)
+	assert.Equal(t, 2, Version)
 	assert.Equal(t, 28, KeySize)
+	assert.Equal(t, 36, KeySizeEpoch)
+	assert.Equal(t, Kind(5), KindMark)
+	assert.Equal(t, Kind(6), KindClaim)
 	assert.Equal(t, 256, Overhead)
 	assert.Equal(t, Overhead+1, MinBatchBytes)
 	assert.Equal(t, 1, MaxPartSize(MinBatchBytes), "the smallest limit still carries one byte per part")
@@ -329,8 +332,8 @@ func TestDecodeNotKwal(t *testing.T) {
 // ErrVersion, whatever its length: a newer version may have another key
 // size, and must not be mistaken for corruption.
 func TestDecodeVersion(t *testing.T) {
-	for _, v := range []byte{2, 3, 0x7f, 0xff} {
-		for _, n := range []int{KeySize, KeySize + 4, 64} {
+	for _, v := range []byte{3, 0x7f, 0xff} {
+		for _, n := range []int{KeySize, KeySizeEpoch, KeySize + 4, 64} {
 			key := make([]byte, n)
 			copy(key, rawKey(1, 1, 0, 1, Checksum([]byte("x")), []byte("x")))
 			key[2] = v
@@ -496,5 +499,85 @@ func TestDecodeBitFlipsLargeValue(t *testing.T) {
 		v[bit/8] ^= 1 << (bit % 8)
 		_, err := Decode(key, v)
 		assert.ErrorIs(t, err, ErrChecksum, "value bit %d", bit)
+	}
+}
+
+// TestEpochRoundTrip: parts written under an owner epoch carry it in a
+// version 2 key and decode with it; epoch 0 keeps the version 1 key byte for
+// byte (a store that never claims writes what it always wrote); a claim
+// record decodes with its region and epoch; an assembled entry carries its
+// parts' epoch, and a part of another epoch is another entry's.
+func TestEpochRoundTrip(t *testing.T) {
+	data := bytes.Repeat([]byte("epoch"), 100)
+	for _, epoch := range []uint64{0, 1, math.MaxUint64} {
+		parts, err := Split(9, data, MinBatchBytes+100)
+		require.NoError(t, err)
+		asm := NewAssembler()
+		for i := range parts {
+			parts[i].Epoch = epoch
+			key := parts[i].Key()
+			if epoch == 0 {
+				require.Len(t, key, KeySize)
+				require.Equal(t, byte(1), key[2])
+			} else {
+				require.Len(t, key, KeySizeEpoch)
+				require.Equal(t, byte(2), key[2])
+			}
+			p, err := Decode(key, parts[i].Data)
+			require.NoError(t, err)
+			require.Equal(t, epoch, p.Epoch)
+			require.Equal(t, parts[i].Header, p.Header)
+			st, err := asm.Add(int64(i), p)
+			require.NoError(t, err)
+			if i == len(parts)-1 {
+				require.True(t, st.Complete)
+				require.Equal(t, epoch, st.Entry.Epoch)
+				require.Equal(t, data, st.Entry.Data)
+			}
+		}
+	}
+
+	cp := ClaimPart(7, 3, []byte("node-a"))
+	p, err := Decode(cp.Key(), cp.Data)
+	require.NoError(t, err)
+	require.Equal(t, Header{Kind: KindClaim, Region: 7, Epoch: 3, Size: 6, EntryCRC: Checksum([]byte("node-a"))}, p.Header)
+	_, err = NewAssembler().Add(0, p)
+	require.ErrorIs(t, err, ErrMalformed, "a claim is not an entry part")
+
+	// A claim with epoch 0 cannot be written as one: its key would be a
+	// version 1 key, which the decoder refuses for a claim.
+	bad := ClaimPart(7, 0, nil)
+	_, err = Decode(bad.Key(), nil)
+	require.ErrorIs(t, err, ErrMalformed)
+
+	// A version 2 key that says epoch 0 is malformed: epoch 0 is written
+	// as version 1.
+	ep := ClaimPart(7, 1, nil)
+	key := ep.Key()
+	binary.BigEndian.PutUint64(key[12:20], 0)
+	binary.BigEndian.PutUint32(key[32:36], recordCRC(key, Checksum(nil), 0))
+	_, err = Decode(key, nil)
+	require.ErrorIs(t, err, ErrMalformed)
+
+	// The first parts of an entry under epoch 1, then its last part under
+	// epoch 2: not the same entry, so the open one is dropped incomplete.
+	parts, err := Split(9, data, MinBatchBytes+100)
+	require.NoError(t, err)
+	require.Greater(t, len(parts), 2)
+	asm := NewAssembler()
+	for i := range parts {
+		parts[i].Epoch = 1
+		if i == len(parts)-1 {
+			parts[i].Epoch = 2
+		}
+		p, err := Decode(parts[i].Key(), parts[i].Data)
+		require.NoError(t, err)
+		st, err := asm.Add(int64(i), p)
+		require.NoError(t, err)
+		require.False(t, st.Complete)
+		if i == len(parts)-1 {
+			require.True(t, st.Dropped)
+			require.Equal(t, DropIncomplete, st.Drop.Reason)
+		}
 	}
 }

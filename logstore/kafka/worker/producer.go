@@ -33,6 +33,7 @@ type Collector interface {
 // Entry is one entry to append.
 type Entry struct {
 	Region uint64
+	Epoch  uint64 // the region's owner epoch the store holds (0: never claimed)
 	Data   []byte
 }
 
@@ -304,15 +305,18 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 	// reused a pooled buffer would change a record under its checksum. The
 	// copy, the record structs and their keys come from recMemPool in the
 	// common case of entries that fit one record each.
-	total := 0
+	total, keySize := 0, record.KeySize
 	for i, e := range entries {
+		if e.Epoch != 0 {
+			keySize = record.KeySizeEpoch
+		}
 		if uint64(len(e.Data)) > record.MaxEntrySize {
 			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w: %d bytes, the limit is %d",
 				p.opts.Topic, i, e.Region, record.ErrTooLarge, len(e.Data), uint64(record.MaxEntrySize))
 		}
 		total += len(e.Data)
 	}
-	mem := getRecMem(total, len(entries), record.KeySize)
+	mem := getRecMem(total, len(entries), keySize)
 	r := &request{
 		done:       make(chan struct{}),
 		mem:        mem,
@@ -332,11 +336,13 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 		}
 		r.entryFirst[i] = len(r.recs)
 		for j := range parts {
-			if len(keys)+record.KeySize > cap(keys) {
-				keys = make([]byte, 0, (len(entries)-i+len(parts))*record.KeySize)
+			parts[j].Epoch = e.Epoch
+			kl := parts[j].KeyLen()
+			if len(keys)+kl > cap(keys) {
+				keys = make([]byte, 0, (len(entries)-i+len(parts))*keySize)
 			}
 			keys = parts[j].AppendKey(keys)
-			key := keys[len(keys)-record.KeySize : len(keys) : len(keys)]
+			key := keys[len(keys)-kl : len(keys) : len(keys)]
 			if len(structs) == cap(structs) {
 				structs = make([]kgo.Record, 0, len(entries)-i+len(parts))
 			}
