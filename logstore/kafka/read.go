@@ -61,6 +61,10 @@ type ReadStats struct {
 	// hand over.
 	Spilled  int
 	ReadBack int
+	// Fenced counts entries of the read's regions that the read's pass
+	// skipped because an older owner wrote them above a newer owner's
+	// claim (LogStore.Claim); each read logs their offsets once.
+	Fenced int64
 
 	// Deprecated: no cost model prices plans any more; always 0.
 	EstIndexed, EstScan, EstPlan time.Duration
@@ -146,6 +150,7 @@ func readStats(st replay.Stats) ReadStats {
 		ScanRanges: st.ScanRanges, IndexRanges: st.IndexRanges, Missing: st.Missing, Plan: st.Plan,
 		Stretches: st.Stretches, StretchExtra: st.StretchExtra, MergedGaps: st.MergedGaps, Pass: st.Pass, Reads: st.Reads,
 		FetchLatency: st.FetchLatency, StreamBytesPerSec: st.StreamBytesPerSec, Spilled: st.Spilled, ReadBack: st.ReadBack,
+		Fenced: st.Fenced,
 	}
 }
 

@@ -36,6 +36,9 @@ type decoder struct {
 
 	// Per-record counters, added to the metrics when the pass ends.
 	otherRegion, beforeStart int
+	// fenced is the span of the fenced entries met (logged once when the
+	// pass ends; stats.Fenced counts them).
+	fenced offsetSpan
 }
 
 func newDecoder(r *Reads, topic string, gen uint64, end int64, rt *router) *decoder {
@@ -221,6 +224,9 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying
 		r.noteMarkPart(d.topic, d.gen, rec.Offset, p)
 		return 0, carriesNone, nil
 	}
+	if err == nil && p.Kind == record.KindClaim {
+		return 0, carriesNone, nil // where an epoch begins; the claims topic says what it means
+	}
 	if err != nil {
 		kind := "corrupt"
 		if errors.Is(err, record.ErrNotKwal) {
@@ -269,6 +275,10 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying
 		r.metrics.skipped.WithLabelValues("corrupt").Inc()
 		r.log.Warn("kwal: skipping an entry that fails its checksum", "topic", d.topic, "offset", rec.Offset, "err", err)
 		return p.Region, carriesEntry, nil
+	}
+	if st.Complete && r.opts.Host.Fenced(d.topic, st.Entry.Region, st.Entry.First, st.Entry.Epoch) {
+		d.fence(st.Entry)
+		st.Complete = false
 	}
 	if st.Complete {
 		e := st.Entry
@@ -322,8 +332,24 @@ func (d *decoder) gap(from, to int64, control []offsetSpan) ([]offsetSpan, error
 	return missing, nil
 }
 
+// fence drops a fenced entry (its data is no longer held: the assembler
+// let it go when it completed): it is counted, and its offsets join the
+// span logged when the pass ends.
+func (d *decoder) fence(e record.Assembled) {
+	if d.stats.Fenced == 0 {
+		d.fenced = offsetSpan{e.First, e.Last + 1}
+	}
+	d.fenced.to = e.Last + 1
+	d.stats.Fenced++
+	d.reads.metrics.fenced.Inc()
+}
+
 // flushMetrics adds the pass's per-record counts to the metrics.
 func (d *decoder) flushMetrics() {
 	d.reads.metrics.skipped.WithLabelValues("other_region").Add(float64(d.otherRegion))
 	d.reads.metrics.skipped.WithLabelValues("before_start").Add(float64(d.beforeStart))
+	if d.stats.Fenced > 0 {
+		d.reads.log.Warn("kwal: read skipped entries an older owner wrote after a newer owner's claim (fenced)", "topic", d.topic,
+			"entries", d.stats.Fenced, "first_offset", d.fenced.from, "last_offset", d.fenced.to-1)
+	}
 }

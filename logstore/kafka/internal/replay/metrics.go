@@ -10,6 +10,7 @@ type Metrics struct {
 	fetchLatency prometheus.Histogram
 	fetches      *prometheus.CounterVec // mode
 	spilled      prometheus.Counter
+	fenced       prometheus.Counter
 }
 
 // NewMetrics makes unregistered collectors.
@@ -31,12 +32,15 @@ func NewMetrics() *Metrics {
 		spilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_read_spilled_entries_total", Help: "Entries whose data reads dropped to stay within ReadHoldBytes, and read back from the log when their turn came.",
 		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kwal_read_fenced_entries_total", Help: "Entries reads skipped because an older owner wrote them after a newer owner's claim of their region.",
+		}),
 	}
 }
 
 // Collectors returns every collector, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches, m.spilled}
+	return []prometheus.Collector{m.fetchedBytes, m.skipped, m.fetchLatency, m.fetches, m.spilled, m.fenced}
 }
 
 // Forget deletes the namespace's series (DeleteNamespace).

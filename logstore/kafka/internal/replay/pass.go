@@ -187,7 +187,7 @@ func (r *Reads) startPass(topic string, noIndex bool, end int64, sb *sub, ranges
 		p.stats = Stats{
 			Fetches: f.stats.fetches, FetchedBytes: f.stats.bytes, Records: d.stats.Records, Missing: d.stats.Missing,
 			Plan: f.planName(), Pass: p.id, MergedGaps: f.stats.mergedGaps, Stretches: f.stats.stretches,
-			StretchExtra: f.stats.extra, Spilled: d.route.spilled, ReadBack: d.route.readBack,
+			StretchExtra: f.stats.extra, Spilled: d.route.spilled, ReadBack: d.route.readBack, Fenced: d.stats.Fenced,
 			FetchLatency:      time.Duration(f.est.latency * float64(time.Second)),
 			StreamBytesPerSec: f.est.rate,
 		}
@@ -316,7 +316,7 @@ func (p *pass) statsInto(st *Stats) {
 	st.Missing += ps.Missing
 	st.Plan, st.MergedGaps, st.Stretches, st.StretchExtra = ps.Plan, ps.MergedGaps, ps.Stretches, ps.StretchExtra
 	st.FetchLatency, st.StreamBytesPerSec = ps.FetchLatency, ps.StreamBytesPerSec
-	st.Spilled, st.ReadBack = ps.Spilled, ps.ReadBack
+	st.Spilled, st.ReadBack, st.Fenced = ps.Spilled, ps.ReadBack, ps.Fenced
 }
 
 // assembled is a complete entry for the router: its record.Assembled and

@@ -37,6 +37,11 @@ type Host interface {
 	// leaves the index alone. gen is the topic's generation when the read
 	// began (Gate).
 	StartIndex(topic string, gen uint64, start, end int64) (w int64, lost bool)
+	// Fenced reports whether the entry of region with epoch whose first
+	// record is at offset is fenced by a newer owner's claim (package
+	// claim): a read never yields it. It is called for every complete
+	// entry of a region read, so it must be cheap.
+	Fenced(topic string, region uint64, offset int64, epoch uint64) bool
 }
 
 // Options configure a store's read path.

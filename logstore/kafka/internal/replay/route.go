@@ -347,7 +347,7 @@ func (rt *router) readBackFrom(ctx context.Context, asm *record.Assembler, a rec
 			continue
 		}
 		p, err := record.Decode(rec.Key, rec.Value)
-		if err != nil || p.Kind == record.KindMark || p.Region != a.Region {
+		if err != nil || p.Kind == record.KindMark || p.Kind == record.KindClaim || p.Region != a.Region {
 			continue
 		}
 		st, err := asm.Add(rec.Offset, p)

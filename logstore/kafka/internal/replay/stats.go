@@ -38,4 +38,7 @@ type Stats struct {
 	// budget, ReadBack those it read back from the log to hand over.
 	Spilled  int
 	ReadBack int
+	// Fenced counts entries of the pass's regions that a newer owner's
+	// claim fenced (never yielded).
+	Fenced int64
 }
