@@ -29,6 +29,9 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		return logstore.AppendResult{}, err
 	}
 	defer s.end()
+	// Release waits for the appends in flight by taking the gate.
+	s.owning.gate.RLock()
+	defer s.owning.gate.RUnlock()
 	if len(entries) == 0 {
 		return logstore.AppendResult{LastEntryIDs: map[logstore.RegionID]logstore.EntryID{}}, nil
 	}
@@ -80,8 +83,17 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 				batches = append(batches, b)
 			}
 		}
+		var epoch uint64
+		if i == 0 || e.Region != entries[i-1].Region || e.Namespace != entries[i-1].Namespace {
+			var err error
+			if epoch, err = s.epochFor(ctx, e.Namespace, uint64(e.Region)); err != nil {
+				return logstore.AppendResult{}, err
+			}
+		} else {
+			epoch = b.entries[len(b.entries)-1].Epoch
+		}
 		b.regions = append(b.regions, e.Region)
-		b.entries = append(b.entries, worker.Entry{Region: uint64(e.Region), Data: e.Data})
+		b.entries = append(b.entries, worker.Entry{Region: uint64(e.Region), Epoch: epoch, Data: e.Data})
 	}
 	start := time.Now()
 	// ProduceTimeout bounds the call as a whole: a request still queued at
@@ -119,11 +131,39 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		}
 		lastIDs(res.LastEntryIDs, batches[i].regions, offsets)
 	}
-	s.metrics.appendLatency.Observe(time.Since(start).Seconds())
 	if len(errs) > 0 {
+		s.metrics.appendLatency.Observe(time.Since(start).Seconds())
 		return logstore.AppendResult{}, errors.Join(errs...)
 	}
+	if s.cfg.Fencing == FencingStrict {
+		if err := s.checkAppended(ctx, batches); err != nil {
+			s.metrics.appendLatency.Observe(time.Since(start).Seconds())
+			return logstore.AppendResult{}, err
+		}
+	}
+	s.metrics.appendLatency.Observe(time.Since(start).Seconds())
+	s.noteAcked(batches, res.LastEntryIDs)
 	return res, nil
+}
+
+// epochFor is the epoch this store writes region of ns under; it fails
+// with ErrFenced, before anything is written, when the store released the
+// region or already knows a newer claim of it.
+func (s *LogStore) epochFor(ctx context.Context, ns string, region uint64) (uint64, error) {
+	st, _ := s.owning.own(ownKey{ns, region})
+	if st.released {
+		s.metrics.fencedAppends.WithLabelValues("before_write").Inc()
+		return 0, fmt.Errorf("%w; nothing was written", &FencedError{Op: "append", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true})
+	}
+	r, fenced, err := s.newer(ctx, ns, region, st.epoch)
+	if err != nil {
+		return 0, fmt.Errorf("kwal: append: %w", err)
+	}
+	if fenced {
+		s.metrics.fencedAppends.WithLabelValues("before_write").Inc()
+		return 0, fmt.Errorf("%w; nothing was written", fencedBy("append", ns, region, st.epoch, r))
+	}
+	return st.epoch, nil
 }
 
 // ErrEntryTooLarge is matched by AppendBatch's error for an entry larger

@@ -76,6 +76,28 @@ type Config struct {
 	// Default false.
 	DisableIndex bool
 
+	// Owner names this store in the claims it makes (LogStore.Claim) and
+	// in ErrFenced errors; "" (the default) uses "host:pid" of the process.
+	Owner string
+
+	// ClaimsTopic is the topic where every store sharing the brokers
+	// records region claims (package claim); all of a cluster's stores must
+	// use the same one. Default "kwal-claims". It is created when
+	// AutoCreateTopics is set, with retention off and cleanup.policy
+	// delete (every event counts).
+	ClaimsTopic string
+
+	// Fencing says how an append learns that its region was claimed by a
+	// newer owner. "strict" (the default): an append is acknowledged only
+	// after a look at the claims topic that began after its produce
+	// returned, so a store is never told "acknowledged" for entries that a
+	// replay fences; the look is shared by every call whose produce
+	// returned before it began (docs/fencing.md gives its cost). "off": no
+	// look; an old owner that missed a claim may be told "acknowledged" for
+	// entries replay then fences, so use it only where regions never move
+	// without Release. Claims and replay fencing work in both modes.
+	Fencing string
+
 	// Compression of produced batches: "none", "gzip", "snappy", "lz4" or
 	// "zstd". Default "none": a codec costs client CPU on every batch, and
 	// where the broker is near, CPU rather than bytes limits appends. Where
@@ -254,6 +276,8 @@ func DefaultConfig() Config {
 		IndexCheckpointInterval: 10 * time.Second,
 		PruneInterval:           time.Minute,
 		Compression:             "none",
+		ClaimsTopic:             "kwal-claims",
+		Fencing:                 FencingStrict,
 		ProduceLanes:            16,
 		MaxRegionsPerBatch:      1,
 		ProduceTimeout:          10 * time.Second,
@@ -314,6 +338,12 @@ func (c Config) Validate() error {
 	}
 	if len(c.Brokers) == 0 {
 		bad("Brokers", "at least one seed broker is needed")
+	}
+	if c.Fencing != FencingStrict && c.Fencing != FencingOff {
+		bad("Fencing", "%q is neither %q nor %q", c.Fencing, FencingStrict, FencingOff)
+	}
+	if err := validateTopic(c.ClaimsTopic); err != nil {
+		bad("ClaimsTopic", "%v", err)
 	}
 	for i, b := range c.Brokers {
 		if host, port, ok := strings.Cut(b, ":"); !ok || host == "" || port == "" {

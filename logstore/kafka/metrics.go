@@ -22,6 +22,12 @@ type metrics struct {
 	// retention.bytes as checked at first use (-1: none), per namespace.
 	retentionMs, retentionBytes *prometheus.GaugeVec
 	obsoleteStale               prometheus.Counter
+	// claims counts Claim calls by outcome; claimLatency times the
+	// successful ones; fencedAppends counts AppendBatch calls refused
+	// with ErrFenced, by when (before writing, after the produce).
+	claims        *prometheus.CounterVec
+	claimLatency  prometheus.Histogram
+	fencedAppends *prometheus.CounterVec
 	// clients are the franz-go clients' own metrics, registered apart
 	// (registerClients) once the clients exist.
 	clients clientMetrics
@@ -51,6 +57,16 @@ func newMetrics() *metrics {
 		retentionBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_topic_retention_bytes", Help: "The namespace topic's retention.bytes as checked when the store first used it: -1 deletes nothing by size; any other value lets the broker delete entries regions still need.",
 		}, []string{"namespace"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_claims_total", Help: "Claim calls of this store, by outcome (ok, lost: another claim came first or overtook it, error).",
+		}, []string{"outcome"}),
+		claimLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_claim_latency_seconds", Help: "Latency of a successful Claim, from the call to the commit of the claim.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		fencedAppends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_fenced_appends_total", Help: "AppendBatch calls refused with ErrFenced: before anything was written (the store knew of the newer claim or released the region), or after the produce (the check of the claims topic found the claim).",
+		}, []string{"when"}),
 		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_obsolete_stale_total", Help: "Obsolete calls at or below the region's current Obsolete point: nothing to do (a retry, or a point already learned from another store's mark).",
 		}),
@@ -68,7 +84,7 @@ func (m *metrics) forget(namespace string) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -54,6 +54,9 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	if err != nil {
 		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
+	if err := s.checkObsolete(ctx, namespace, uint64(region)); err != nil {
+		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+	}
 	if upTo > math.MaxInt64 || int64(upTo) > p.LatestAcked() {
 		if err := s.checkHeld(ctx, namespace, upTo); err != nil {
 			return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
@@ -181,6 +184,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 	s.reads.Drop(namespace)
 	s.purgeFromClients(namespace)
 	s.metrics.forget(namespace)
+	s.owning.forget(namespace)
 	s.metrics.worker.Forget(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
@@ -190,7 +194,8 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 	return closeErr
 }
 
-// ListNamespaces lists the cluster's topics that are not internal, sorted.
+// ListNamespaces lists the cluster's topics that are not internal, sorted;
+// the claims topic (Config.ClaimsTopic) is not a namespace.
 func (s *LogStore) ListNamespaces(ctx context.Context) ([]string, error) {
 	if err := s.begin("list namespaces"); err != nil {
 		return nil, err
@@ -204,7 +209,7 @@ func (s *LogStore) ListNamespaces(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for name, td := range details {
-		if td.IsInternal || strings.HasPrefix(name, "__") {
+		if td.IsInternal || strings.HasPrefix(name, "__") || name == s.cfg.ClaimsTopic {
 			continue
 		}
 		out = append(out, name)

@@ -77,6 +77,9 @@ type LogStore struct {
 	// (package replay). Close ends it before the index closes.
 	reads *replay.Reads
 
+	// owning is the store's part in fencing (fencing.go).
+	owning owning
+
 	stopPrune   chan struct{} // closed by Close when the pruner runs
 	pruneExited chan struct{}
 }
@@ -181,6 +184,20 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
 	}
 	if err := s.metrics.registerClients(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	s.owning.owner, s.owning.acked = cfg.Owner, make(map[ownKey]logstore.EntryID)
+	if s.owning.owner == "" {
+		s.owning.owner = defaultOwner()
+	}
+	if cfg.AutoCreateTopics {
+		// The follower's consumer then finds it; without it, a claim
+		// fails until an operator creates it.
+		if err := s.ensureClaimsTopic(ctx); err != nil {
+			return nil, fmt.Errorf("kwal: open: %w", err)
+		}
+	}
+	if s.owning.follower, err = newClaimsFollower(cfg, base, s.adm, cfg.Logger); err != nil {
 		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
@@ -309,6 +326,9 @@ func (s *LogStore) Close() error {
 }
 
 func (s *LogStore) shutdownClients() {
+	if s.owning.follower != nil {
+		s.owning.follower.close()
+	}
 	for _, cl := range s.laneClients {
 		cl.Close() // unblocks any produce stuck on a lane
 	}

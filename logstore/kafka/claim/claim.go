@@ -289,3 +289,17 @@ func compareU64(a, b uint64) int {
 	}
 	return 0
 }
+
+// Namespaces returns the namespaces with any event, sorted.
+func (s *State) Namespaces() []string {
+	seen := make(map[string]bool)
+	var out []string
+	for id := range s.regions {
+		if !seen[id.Namespace] {
+			seen[id.Namespace] = true
+			out = append(out, id.Namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,213 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore/kafka/claim"
+)
+
+// claimsFollower follows the claims topic (package claim explains it). One
+// goroutine owns the consumer and the folded state; callers ask it for a
+// catch-up (await), and one catch-up serves every request queued before it
+// began: that is what lets one look at the claims topic vouch for every
+// append whose produce returned before it.
+type claimsFollower struct {
+	topic   string
+	cl      *kgo.Client // consumes the claims topic
+	adm     *kadm.Client
+	log     *slog.Logger
+	timeout time.Duration
+
+	mu    sync.Mutex // guards state; the goroutine writes it, Claim reads it
+	state *claim.State
+	// view is what the hot paths read without a lock: rebuilt after each
+	// catch-up that folded an event.
+	view atomic.Pointer[claimView]
+
+	reqs chan chan error
+	stop chan struct{}
+	done chan struct{}
+}
+
+// claimView is an immutable copy of the claims the hot paths need.
+type claimView struct {
+	namespaces map[string]bool // namespaces with any event
+	regions    map[claim.ID]claim.Region
+}
+
+func newClaimsFollower(cfg Config, base []kgo.Opt, adm *kadm.Client, log *slog.Logger) (*claimsFollower, error) {
+	cl, err := kgo.NewClient(append(base[:len(base):len(base)],
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.ClaimsTopic: {partition: kgo.NewOffset().At(0)}}),
+		kgo.FetchMaxWait(time.Second),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kwal: open: claims client: %w", err)
+	}
+	f := &claimsFollower{
+		topic: cfg.ClaimsTopic, cl: cl, adm: adm, log: log, timeout: cfg.RequestTimeout,
+		state: claim.NewState(), reqs: make(chan chan error, 64), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	f.view.Store(&claimView{})
+	go f.run()
+	return f, nil
+}
+
+// close stops the goroutine and the consumer.
+func (f *claimsFollower) close() {
+	close(f.stop)
+	<-f.done
+	f.cl.Close()
+}
+
+func (f *claimsFollower) run() {
+	defer close(f.done)
+	var waiting []chan error
+	for {
+		select {
+		case <-f.stop:
+			return
+		case r := <-f.reqs:
+			waiting = append(waiting[:0], r)
+		}
+	drain:
+		for {
+			select {
+			case r := <-f.reqs:
+				waiting = append(waiting, r)
+			default:
+				break drain
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+		go func() { // stop a catch-up when the store closes
+			select {
+			case <-f.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := f.catchUp(ctx)
+		cancel()
+		for _, r := range waiting {
+			r <- err
+		}
+		clear(waiting)
+	}
+}
+
+// await returns once a catch-up that began after the call has ended: the
+// state then holds every event the claims topic acknowledged before that.
+func (f *claimsFollower) await(ctx context.Context) error {
+	r := make(chan error, 1)
+	select {
+	case f.reqs <- r:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-f.stop:
+		return errClosedFollower
+	}
+	select {
+	case err := <-r:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+var errClosedFollower = errors.New("kwal: the store is closing")
+
+// catchUp reads the claims topic's end, then folds every event below it.
+func (f *claimsFollower) catchUp(ctx context.Context) error {
+	ends, err := f.adm.ListEndOffsets(ctx, f.topic)
+	if err != nil {
+		return fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, err)
+	}
+	end := int64(0)
+	if o, ok := ends.Lookup(f.topic, partition); ok {
+		switch {
+		case errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+			// No claims topic: no claim was ever made. A claim creates it
+			// first, and its event lands after this look.
+		case o.Err != nil:
+			return fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, o.Err)
+		default:
+			end = o.Offset
+		}
+	}
+	changed := false
+	for {
+		f.mu.Lock()
+		next := f.state.Next
+		f.mu.Unlock()
+		if next >= end {
+			break
+		}
+		fs := f.cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("kwal: claims topic %q: reading offsets %d to %d: %w", f.topic, next, end, context.Cause(ctx))
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				ferr = errors.Join(ferr, fmt.Errorf("kwal: claims topic %q: fetch: %w", t, err))
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		var derr error
+		f.mu.Lock()
+		fs.EachRecord(func(rec *kgo.Record) {
+			if derr != nil || rec.Offset < f.state.Next {
+				return
+			}
+			ev, err := claim.Decode(rec.Key, rec.Value)
+			if err != nil {
+				// Skipping an event could drop a claim: refuse to vouch for
+				// anything until someone repairs the topic.
+				derr = fmt.Errorf("kwal: claims topic %q: the record at offset %d: %w", f.topic, rec.Offset, err)
+				return
+			}
+			f.state.Apply(rec.Offset, ev)
+			changed = true
+		})
+		f.mu.Unlock()
+		if derr != nil {
+			return derr
+		}
+	}
+	if changed {
+		f.rebuildView()
+	}
+	return nil
+}
+
+func (f *claimsFollower) rebuildView() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := &claimView{namespaces: make(map[string]bool), regions: make(map[claim.ID]claim.Region)}
+	for _, ns := range f.state.Namespaces() {
+		v.namespaces[ns] = true
+		for _, id := range f.state.Regions(ns) {
+			v.regions[id] = f.state.Region(id)
+		}
+	}
+	f.view.Store(v)
+}
+
+// region returns what the state holds of id.
+func (f *claimsFollower) region(id claim.ID) claim.Region {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state.Region(id)
+}

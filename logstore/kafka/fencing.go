@@ -1,0 +1,599 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/claim"
+	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/record"
+)
+
+// Config.Fencing values.
+const (
+	FencingStrict = "strict"
+	FencingOff    = "off"
+)
+
+// ErrFenced is matched (errors.Is) by the error of an append, Obsolete or
+// Claim that a newer owner's claim of its region outranks, and of an
+// append of a region this store released. The error is a *FencedError
+// naming the region, the writer's epoch and the newer claim. A fenced
+// append is a failed call: its entries may or may not be in the log, and
+// no replay returns those that landed above the newer claim.
+var ErrFenced = errors.New("kwal: fenced")
+
+// FencedError is ErrFenced with its particulars.
+type FencedError struct {
+	Op        string // "append", "obsolete", "claim"
+	Namespace string
+	Region    logstore.RegionID
+	// Epoch is the epoch this store writes the region under (0: never
+	// claimed by it).
+	Epoch uint64
+	// Newer is the newer claim's epoch and Owner its owner; Pending is set
+	// while that claim is under way. Released is set instead when this
+	// store released the region (Newer is then 0).
+	Newer    uint64
+	Owner    string
+	Pending  bool
+	Released bool
+}
+
+func (e *FencedError) Error() string {
+	if e.Released {
+		return fmt.Sprintf("kwal: %s %q region %d: this store released the region (epoch %d): %v", e.Op, e.Namespace, e.Region, e.Epoch, ErrFenced)
+	}
+	state := "claimed"
+	if e.Pending {
+		state = "being claimed"
+	}
+	return fmt.Sprintf("kwal: %s %q region %d: writer's epoch %d, the region is %s under epoch %d by %q: %v",
+		e.Op, e.Namespace, e.Region, e.Epoch, state, e.Newer, e.Owner, ErrFenced)
+}
+
+func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// Claim is the outcome of LogStore.Claim.
+type Claim struct {
+	Epoch    uint64           // the region's owner epoch after this claim (> every earlier claim's)
+	SealedID logstore.EntryID // the region's last entry below the claim: where the previous owners' history ends
+}
+
+// ownKey names a region of a namespace.
+type ownKey struct {
+	ns     string
+	region uint64
+}
+
+// ownState is what this store holds of a region it claimed or released.
+type ownState struct {
+	epoch    uint64
+	released bool
+}
+
+// owning is the store's part in fencing: the epochs it writes under, what
+// it acknowledged, the topics' IDs, and the claims topic's follower.
+type owning struct {
+	follower *claimsFollower
+	owner    string
+
+	mu     sync.Mutex                           // serialises changes of owned
+	owned  atomic.Pointer[map[ownKey]ownState] // copied on write; read by every append
+	gate   sync.RWMutex                         // appends hold it shared; Release exclusively
+	ackMu  sync.Mutex
+	acked  map[ownKey]logstore.EntryID // the last ID this store acknowledged, per region
+	topics sync.Map                    // topic -> its ID (hex), as looked up
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+func (o *owning) own(k ownKey) (ownState, bool) {
+	m := o.owned.Load()
+	if m == nil {
+		return ownState{}, false
+	}
+	st, ok := (*m)[k]
+	return st, ok
+}
+
+func (o *owning) setOwn(k ownKey, st ownState) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	next := make(map[ownKey]ownState)
+	if m := o.owned.Load(); m != nil {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	next[k] = st
+	o.owned.Store(&next)
+}
+
+// forget drops what the store held of namespace's regions (the topic was
+// deleted: a new one starts unclaimed).
+func (o *owning) forget(ns string) {
+	o.topics.Delete(ns)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.owned.Load()
+	if m == nil {
+		return
+	}
+	next := make(map[ownKey]ownState)
+	for k, v := range *m {
+		if k.ns != ns {
+			next[k] = v
+		}
+	}
+	o.owned.Store(&next)
+	o.ackMu.Lock()
+	for k := range o.acked {
+		if k.ns == ns {
+			delete(o.acked, k)
+		}
+	}
+	o.ackMu.Unlock()
+}
+
+// topicID returns topic's ID, looked up once.
+func (s *LogStore) topicID(ctx context.Context, topic string) (string, error) {
+	if id, ok := s.owning.topics.Load(topic); ok {
+		return id.(string), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	td, err := s.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("kwal: topic ID of %q: %w", topic, err)
+	}
+	d, ok := td[topic]
+	switch {
+	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		return "", fmt.Errorf("kwal: topic ID of %q: %w", topic, ErrUnknownNamespace)
+	case d.Err != nil:
+		return "", fmt.Errorf("kwal: topic ID of %q: %w", topic, d.Err)
+	}
+	id := d.ID.String()
+	s.owning.topics.Store(topic, id)
+	return id, nil
+}
+
+// newer reports the claim that outranks epoch for region of ns, as the
+// store's view of the claims topic holds it (false: none). It needs the
+// topic's ID only for a namespace with claims.
+func (s *LogStore) newer(ctx context.Context, ns string, region uint64, epoch uint64) (claim.Region, bool, error) {
+	v := s.owning.follower.view.Load()
+	if !v.namespaces[ns] {
+		return claim.Region{}, false, nil
+	}
+	tid, err := s.topicID(ctx, ns)
+	if err != nil {
+		return claim.Region{}, false, err
+	}
+	r := v.regions[claim.ID{Namespace: ns, TopicID: tid, Region: region}]
+	return r, r.MaxEpoch() > epoch, nil
+}
+
+func fencedBy(op, ns string, region uint64, epoch uint64, r claim.Region) *FencedError {
+	e := &FencedError{Op: op, Namespace: ns, Region: logstore.RegionID(region), Epoch: epoch, Newer: r.MaxEpoch()}
+	if r.Pending != nil && r.Pending.Epoch == e.Newer {
+		e.Pending, e.Owner = true, r.Pending.Owner
+	} else {
+		e.Owner = r.Last().Owner
+	}
+	return e
+}
+
+// checkAppended is the strict check after an append's produce returned:
+// a catch-up with the claims topic that began after it, then no region of
+// the call may be outranked.
+func (s *LogStore) checkAppended(ctx context.Context, batches []*nsBatch) error {
+	if err := s.owning.follower.await(ctx); err != nil {
+		return fmt.Errorf("kwal: append: the entries were written, but the claims topic could not be checked, so they are not acknowledged (a replay may return them): %w", err)
+	}
+	var errs []error
+	for _, b := range batches {
+		for j, e := range b.entries {
+			if j > 0 && e.Region == b.entries[j-1].Region {
+				continue
+			}
+			r, fenced, err := s.newer(ctx, b.topic, e.Region, e.Epoch)
+			if err != nil {
+				return fmt.Errorf("kwal: append: the entries were written, but their claims could not be checked, so they are not acknowledged: %w", err)
+			}
+			if fenced {
+				errs = append(errs, fencedBy("append", b.topic, e.Region, e.Epoch, r))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		s.metrics.fencedAppends.WithLabelValues("after_produce").Inc()
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// checkObsolete refuses an Obsolete of a region this store released or
+// whose newer claim it finds after catching up with the claims topic
+// (strict fencing): a fenced owner must not move the new owner's pruning.
+// A claim that commits between this look and the mark's write is not seen:
+// the window is one produce of the mark.
+func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) error {
+	st, _ := s.owning.own(ownKey{ns, region})
+	if st.released {
+		return &FencedError{Op: "obsolete", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true}
+	}
+	if s.cfg.Fencing == FencingStrict {
+		if err := s.owning.follower.await(ctx); err != nil {
+			return err
+		}
+	}
+	r, fenced, err := s.newer(ctx, ns, region, st.epoch)
+	if err != nil {
+		return err
+	}
+	if fenced {
+		return fencedBy("obsolete", ns, region, st.epoch, r)
+	}
+	return nil
+}
+
+// noteAcked records the last IDs a successful append acknowledged.
+func (s *LogStore) noteAcked(batches []*nsBatch, ids map[logstore.RegionID]logstore.EntryID) {
+	o := &s.owning
+	o.ackMu.Lock()
+	defer o.ackMu.Unlock()
+	for _, b := range batches {
+		for j, r := range b.regions {
+			if j > 0 && r == b.regions[j-1] {
+				continue
+			}
+			k := ownKey{b.topic, uint64(r)}
+			o.acked[k] = max(o.acked[k], ids[r])
+		}
+	}
+}
+
+// Fenced is replay.Host's: the store's view of the claims topic decides.
+func (h readHost) Fenced(topic string, region uint64, offset int64, epoch uint64) bool {
+	v := h.s.owning.follower.view.Load()
+	if !v.namespaces[topic] {
+		return false
+	}
+	tid, ok := h.s.owning.topics.Load(topic)
+	if !ok {
+		return false // prepareRead looked it up for every namespace with claims
+	}
+	r := v.regions[claim.ID{Namespace: topic, TopicID: tid.(string), Region: region}]
+	return claim.Fenced(r.Claims, offset, epoch)
+}
+
+// prepareRead catches up with the claims topic before a read, so that a
+// read that starts after a claim returned (on any store) fences by it.
+func (s *LogStore) prepareRead(ctx context.Context, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.owning.follower.await(ctx); err != nil {
+		return fmt.Errorf("kwal: read %q: %w", ns, err)
+	}
+	if s.owning.follower.view.Load().namespaces[ns] {
+		if _, err := s.topicID(ctx, ns); err != nil {
+			return fmt.Errorf("kwal: read %q: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// Claim makes this store the owner of region in namespace under a new
+// epoch, above every earlier claim's, and returns it with the region's
+// sealed ID: the last entry of the earlier epochs that every replay
+// returns. From its return on, this store's appends of the region carry
+// the new epoch; every earlier owner's appends fail with ErrFenced, and
+// every replay (on any store, from any ID, with or without an index)
+// skips the entries of earlier epochs that land above the claim.
+//
+// Claim writes a pending claim to the claims topic (Config.ClaimsTopic),
+// then a claim record to the namespace's log, then reads the region's
+// last entries below it, then commits the claim (package claim draws the
+// steps and the argument). Two claims racing: the one the claims topic
+// holds first wins; the other fails with ErrFenced, naming it. A Claim that
+// fails after its pending claim was written leaves the region pending:
+// earlier owners stay fenced, and the next Claim completes the move.
+func (s *LogStore) Claim(ctx context.Context, namespace string, region logstore.RegionID) (Claim, error) {
+	if err := s.begin("claim"); err != nil {
+		return Claim{}, err
+	}
+	defer s.end()
+	start := time.Now()
+	c, err := s.claim(ctx, namespace, uint64(region))
+	switch {
+	case err == nil:
+		s.metrics.claims.WithLabelValues("ok").Inc()
+		s.metrics.claimLatency.Observe(time.Since(start).Seconds())
+		s.log.Info("kwal: claimed a region", "topic", namespace, "region", region, "epoch", c.Epoch, "sealed_id", c.SealedID, "owner", s.owning.owner)
+	case errors.Is(err, ErrFenced):
+		s.metrics.claims.WithLabelValues("lost").Inc()
+	default:
+		s.metrics.claims.WithLabelValues("error").Inc()
+	}
+	return c, err
+}
+
+func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, error) {
+	fail := func(err error) (Claim, error) {
+		return Claim{}, fmt.Errorf("kwal: claim %q region %d: %w", ns, region, err)
+	}
+	if err := validateTopic(ns); err != nil {
+		return fail(err)
+	}
+	gen := s.reads.Gate().Generation(ns)
+	if _, err := s.producer(ctx, ns, false); err != nil {
+		return fail(err)
+	}
+	tid, err := s.topicID(ctx, ns)
+	if err != nil {
+		return fail(err)
+	}
+	if err := s.ensureClaimsTopic(ctx); err != nil {
+		return fail(err)
+	}
+	id := claim.ID{Namespace: ns, TopicID: tid, Region: region}
+	k := ownKey{ns, region}
+	f := s.owning.follower
+	if err := f.await(ctx); err != nil {
+		return fail(err)
+	}
+	held, _ := s.owning.own(k)
+	epoch := max(f.region(id).MaxEpoch(), held.epoch) + 1
+	var buf [8]byte
+	_, _ = rand.Read(buf[:])
+	token := hex.EncodeToString(buf[:])
+	ev := claim.Event{Op: claim.OpPending, Namespace: ns, Region: region, TopicID: tid, Epoch: epoch, Token: token, Owner: s.owning.owner}
+	if err := s.writeEvent(ctx, ev); err != nil {
+		return fail(err)
+	}
+	// The catch-up reads through the pending event: it counts only if no
+	// other claim of an epoch >= this one came first.
+	if err := f.await(ctx); err != nil {
+		return fail(err)
+	}
+	if r := f.region(id); r.Pending == nil || r.Pending.Token != token {
+		return fail(fencedBy("claim", ns, region, epoch, r))
+	}
+	// The claim record: where the new epoch begins in the data log.
+	p := record.ClaimPart(region, epoch, []byte(s.owning.owner))
+	rec := &kgo.Record{Topic: ns, Partition: partition, Key: p.Key(), Value: p.Data}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
+	err = s.markClient.ProduceSync(pctx, rec).FirstErr()
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("writing the claim record: %w", err))
+	}
+	if s.index != nil {
+		s.index.Observe(ns, []index.Run{{Start: rec.Offset, Count: 1, Foreign: true}})
+	}
+	if err := f.await(ctx); err != nil {
+		return fail(err)
+	}
+	if r := f.region(id); r.Pending == nil || r.Pending.Token != token {
+		return fail(fencedBy("claim", ns, region, epoch, r))
+	}
+	sealed, err := s.sealedBelow(ctx, ns, gen, region, rec.Offset)
+	if err != nil {
+		return fail(fmt.Errorf("finding the sealed ID: %w", err))
+	}
+	ev.Op, ev.At, ev.Sealed = claim.OpCommit, rec.Offset, uint64(sealed)
+	if err := s.writeEvent(ctx, ev); err != nil {
+		return fail(err)
+	}
+	if err := f.await(ctx); err != nil {
+		return fail(err)
+	}
+	r := f.region(id)
+	if last := r.Last(); last.Epoch != epoch || last.At != rec.Offset {
+		return fail(fencedBy("claim", ns, region, epoch, r))
+	}
+	s.owning.setOwn(k, ownState{epoch: epoch})
+	return Claim{Epoch: epoch, SealedID: sealed}, nil
+}
+
+// sealedBelow returns the ID of region's last entry below offset at that
+// replay returns (0: none), reading back from at in growing steps.
+func (s *LogStore) sealedBelow(ctx context.Context, ns string, gen uint64, region uint64, at int64) (logstore.EntryID, error) {
+	start, _, err := s.offsetsWithin(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	for step := int64(1024); ; step *= 16 {
+		from := max(start, at-step)
+		var last logstore.EntryID
+		for e, err := range s.ReadWith(ctx, ns, map[logstore.RegionID]logstore.EntryID{logstore.RegionID(region): logstore.EntryID(from + 1)}, ReadOptions{}) {
+			if err != nil {
+				return 0, err
+			}
+			if int64(e.ID) > at {
+				break
+			}
+			last = e.ID
+		}
+		if last > 0 || from == start {
+			return last, nil
+		}
+	}
+}
+
+// writeEvent appends ev to the claims topic (acks=all).
+func (s *LogStore) writeEvent(ctx context.Context, ev claim.Event) error {
+	ev.UnixMilli = time.Now().UnixMilli()
+	rec := &kgo.Record{Topic: s.cfg.ClaimsTopic, Partition: partition, Key: claim.Key(ev.Namespace, ev.Region), Value: claim.Encode(ev)}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
+	defer cancel()
+	if err := s.markClient.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("writing a %s event to the claims topic %q: %w", ev.Op, s.cfg.ClaimsTopic, err)
+	}
+	return nil
+}
+
+// ensureClaimsTopic creates the claims topic unless it exists (when
+// AutoCreateTopics is set): one partition, nothing deleted.
+func (s *LogStore) ensureClaimsTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	td, err := s.adm.ListTopics(ctx, s.cfg.ClaimsTopic)
+	if err != nil {
+		return fmt.Errorf("claims topic %q: %w", s.cfg.ClaimsTopic, err)
+	}
+	if d, ok := td[s.cfg.ClaimsTopic]; ok && d.Err == nil {
+		return nil
+	}
+	if !s.cfg.AutoCreateTopics {
+		return fmt.Errorf("claims topic %q does not exist (create it with one partition, or set AutoCreateTopics): %w", s.cfg.ClaimsTopic, ErrUnknownNamespace)
+	}
+	retention := "-1"
+	configs := map[string]*string{"retention.ms": &retention, "retention.bytes": &retention, "cleanup.policy": ptr("delete")}
+	resp, err := s.adm.CreateTopic(ctx, 1, s.cfg.ReplicationFactor, configs, s.cfg.ClaimsTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating the claims topic %q: %w", s.cfg.ClaimsTopic, err)
+	}
+	return nil
+}
+
+func ptr(s string) *string { return &s }
+
+// Release stops this store's appends of region (later ones fail with
+// ErrFenced until this store claims it again), waits for those in flight,
+// and returns the ID of the region's last entry this store acknowledged
+// since it opened (0: none). It is the cooperative hand-over: the next
+// owner's Claim need not wait for anything, and its SealedID is at least
+// the returned ID. Appends of other regions wait while Release waits for
+// those in flight.
+func (s *LogStore) Release(ctx context.Context, namespace string, region logstore.RegionID) (logstore.EntryID, error) {
+	if err := s.begin("release"); err != nil {
+		return 0, err
+	}
+	defer s.end()
+	if err := validateTopic(namespace); err != nil {
+		return 0, err
+	}
+	k := ownKey{namespace, uint64(region)}
+	o := &s.owning
+	locked := make(chan struct{})
+	go func() {
+		o.gate.Lock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		go func() { <-locked; o.gate.Unlock() }()
+		return 0, fmt.Errorf("kwal: release %q region %d: waiting for the appends in flight: %w", namespace, region, context.Cause(ctx))
+	}
+	st, _ := o.own(k)
+	st.released = true
+	o.setOwn(k, st)
+	o.gate.Unlock()
+	o.ackMu.Lock()
+	last := o.acked[k]
+	o.ackMu.Unlock()
+	if st.epoch > 0 {
+		// Informational (regions show): nothing depends on it.
+		if tid, err := s.topicID(ctx, namespace); err == nil {
+			ev := claim.Event{Op: claim.OpRelease, Namespace: namespace, Region: uint64(region), TopicID: tid, Epoch: st.epoch, Token: "release", Owner: o.owner}
+			if err := s.writeEvent(ctx, ev); err != nil {
+				s.log.Warn("kwal: release: could not record the release in the claims topic (the region is released all the same)", "topic", namespace, "region", region, "err", err)
+			}
+		}
+	}
+	s.log.Info("kwal: released a region", "topic", namespace, "region", region, "epoch", st.epoch, "last_acknowledged_id", last)
+	return last, nil
+}
+
+// RegionOwnership is what the claims topic and this store know of a
+// region's ownership (kwal regions show).
+type RegionOwnership struct {
+	Namespace string
+	Region    logstore.RegionID
+	// Owner, Epoch, ClaimOffset and SealedID are the last committed
+	// claim's (zero: never claimed).
+	Owner       string
+	Epoch       uint64
+	ClaimOffset int64
+	SealedID    logstore.EntryID
+	ClaimedAt   time.Time
+	// Claims is how many committed claims the region had; Pending is a
+	// claim under way (0: none) and PendingOwner its owner.
+	Claims       int
+	Pending      uint64
+	PendingOwner string
+	Released     bool // the owner of Epoch released it
+	// HeldEpoch is the epoch this store writes the region under, and
+	// HeldReleased whether this store released it.
+	HeldEpoch    uint64
+	HeldReleased bool
+}
+
+// Ownership returns what is known of the ownership of namespace's claimed
+// regions, after catching up with the claims topic; regions never claimed
+// are absent.
+func (s *LogStore) Ownership(ctx context.Context, namespace string) ([]RegionOwnership, error) {
+	if err := s.begin("ownership"); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	if err := validateTopic(namespace); err != nil {
+		return nil, err
+	}
+	if err := s.owning.follower.await(ctx); err != nil {
+		return nil, err
+	}
+	tid, err := s.topicID(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	f := s.owning.follower
+	f.mu.Lock()
+	ids := f.state.Regions(namespace)
+	f.mu.Unlock()
+	var out []RegionOwnership
+	for _, id := range ids {
+		if id.TopicID != tid {
+			continue
+		}
+		r := f.region(id)
+		last := r.Last()
+		o := RegionOwnership{Namespace: namespace, Region: logstore.RegionID(id.Region), Owner: last.Owner, Epoch: last.Epoch,
+			ClaimOffset: last.At, SealedID: logstore.EntryID(last.Sealed), Claims: len(r.Claims), Released: r.Released}
+		if last.Unix > 0 {
+			o.ClaimedAt = time.UnixMilli(last.Unix)
+		}
+		if r.Pending != nil {
+			o.Pending, o.PendingOwner = r.Pending.Epoch, r.Pending.Owner
+		}
+		held, _ := s.owning.own(ownKey{namespace, id.Region})
+		o.HeldEpoch, o.HeldReleased = held.epoch, held.released
+		out = append(out, o)
+	}
+	return out, nil
+}
