@@ -90,9 +90,9 @@ type owning struct {
 	follower *claimsFollower
 	owner    string
 
-	mu     sync.Mutex                           // serialises changes of owned
+	mu     sync.Mutex                          // serialises changes of owned
 	owned  atomic.Pointer[map[ownKey]ownState] // copied on write; read by every append
-	gate   sync.RWMutex                         // appends hold it shared; Release exclusively
+	gate   sync.RWMutex                        // appends hold it shared; Release exclusively
 	ackMu  sync.Mutex
 	acked  map[ownKey]logstore.EntryID // the last ID this store acknowledged, per region
 	topics sync.Map                    // topic -> its ID (hex), as looked up
