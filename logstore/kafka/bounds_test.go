@@ -78,7 +78,7 @@ func TestReadBoundsOfManyTopicsAtOnce(t *testing.T) {
 	var lists atomic.Int32
 	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		lists.Add(int32(len(req.(*kmsg.ListOffsetsRequest).Topics)))
+		lists.Add(int32(dataTopics(req.(*kmsg.ListOffsetsRequest))))
 		return nil, nil, false
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -9,11 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore/kafka/claim"
+	"github.com/kwal/kwal/logstore/kafka/internal/retry"
 )
 
 // claimsFollower follows the claims topic (package claim explains it). One
@@ -24,7 +25,7 @@ import (
 type claimsFollower struct {
 	topic   string
 	cl      *kgo.Client // consumes the claims topic
-	adm     *kadm.Client
+	backoff time.Duration
 	log     *slog.Logger
 	timeout time.Duration
 
@@ -45,7 +46,7 @@ type claimView struct {
 	regions    map[claim.ID]claim.Region
 }
 
-func newClaimsFollower(cfg Config, base []kgo.Opt, adm *kadm.Client, log *slog.Logger) (*claimsFollower, error) {
+func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger) (*claimsFollower, error) {
 	cl, err := kgo.NewClient(append(base[:len(base):len(base)],
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.ClaimsTopic: {partition: kgo.NewOffset().At(0)}}),
 		kgo.FetchMaxWait(time.Second),
@@ -54,7 +55,7 @@ func newClaimsFollower(cfg Config, base []kgo.Opt, adm *kadm.Client, log *slog.L
 		return nil, fmt.Errorf("kwal: open: claims client: %w", err)
 	}
 	f := &claimsFollower{
-		topic: cfg.ClaimsTopic, cl: cl, adm: adm, log: log, timeout: cfg.RequestTimeout,
+		topic: cfg.ClaimsTopic, cl: cl, backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
 		state: claim.NewState(), reqs: make(chan chan error, 64), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	f.view.Store(&claimView{})
@@ -128,21 +129,14 @@ var errClosedFollower = errors.New("kwal: the store is closing")
 
 // catchUp reads the claims topic's end, then folds every event below it.
 func (f *claimsFollower) catchUp(ctx context.Context) error {
-	ends, err := f.adm.ListEndOffsets(ctx, f.topic)
+	var end int64
+	_, err := retry.Every(ctx, f.backoff, func(int) (bool, error) {
+		var err error
+		end, err = f.end(ctx)
+		return err == nil || !kerr.IsRetriable(err), err
+	})
 	if err != nil {
 		return fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, err)
-	}
-	end := int64(0)
-	if o, ok := ends.Lookup(f.topic, partition); ok {
-		switch {
-		case errors.Is(o.Err, kerr.UnknownTopicOrPartition):
-			// No claims topic: no claim was ever made. A claim creates it
-			// first, and its event lands after this look.
-		case o.Err != nil:
-			return fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, o.Err)
-		default:
-			end = o.Offset
-		}
 	}
 	changed := false
 	for {
@@ -190,6 +184,40 @@ func (f *claimsFollower) catchUp(ctx context.Context) error {
 		f.rebuildView()
 	}
 	return nil
+}
+
+// end asks the claims partition's leader for its end (high watermark) in
+// one round trip: the consumer client knows the leader, so unlike kadm's
+// lookup no metadata request precedes it. A topic that does not exist ends
+// at 0: no claim was ever made, and a claim creates it before its event
+// lands, after this look.
+func (f *claimsFollower) end(ctx context.Context) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = f.topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, f.cl)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if t.Topic != f.topic || p.Partition != partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				if errors.Is(err, kerr.UnknownTopicOrPartition) {
+					return 0, nil
+				}
+				return 0, err
+			}
+			return p.Offset, nil
+		}
+	}
+	return 0, fmt.Errorf("no answer for partition %d", partition)
 }
 
 func (f *claimsFollower) rebuildView() {

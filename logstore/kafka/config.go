@@ -451,6 +451,7 @@ func (c Config) String() string {
 	} else {
 		b.WriteString(" SASL=nil")
 	}
+	fmt.Fprintf(&b, " Owner=%q ClaimsTopic=%q Fencing=%s", c.Owner, c.ClaimsTopic, c.Fencing)
 	fmt.Fprintf(&b, " Registerer=%s Logger=%s", typeOrNil(c.Registerer), setOrNil(c.Logger != nil))
 	return b.String()
 }

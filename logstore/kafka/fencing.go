@@ -257,6 +257,23 @@ func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) 
 	return nil
 }
 
+// ownersInto fills in the holders' owners and epochs from the store's view
+// of the claims topic.
+func (s *LogStore) ownersInto(ctx context.Context, ns string, holders []PruneHolder) {
+	v := s.owning.follower.view.Load()
+	if !v.namespaces[ns] {
+		return
+	}
+	tid, err := s.topicID(ctx, ns)
+	if err != nil {
+		return
+	}
+	for i, h := range holders {
+		last := v.regions[claim.ID{Namespace: ns, TopicID: tid, Region: uint64(h.Region)}].Last()
+		holders[i].Owner, holders[i].Epoch = last.Owner, last.Epoch
+	}
+}
+
 // noteAcked records the last IDs a successful append acknowledged.
 func (s *LogStore) noteAcked(batches []*nsBatch, ids map[logstore.RegionID]logstore.EntryID) {
 	o := &s.owning

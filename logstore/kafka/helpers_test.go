@@ -17,6 +17,8 @@ import (
 	"github.com/kwal/kwal/internal/rawlog"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kwal/kwal/logstore/kafka/record"
 	"github.com/kwal/kwal/testutil"
 )
@@ -163,4 +165,16 @@ func metricSum(t testing.TB, reg prometheus.Gatherer, name, key, value string) (
 		}
 	}
 	return sum, found
+}
+
+// dataTopics counts the topics of a ListOffsets request other than the
+// claims topic (every read and strict append also looks at its end).
+func dataTopics(req *kmsg.ListOffsetsRequest) int {
+	n := 0
+	for _, t := range req.Topics {
+		if t.Topic != kafka.DefaultConfig().ClaimsTopic {
+			n++
+		}
+	}
+	return n
 }

@@ -97,6 +97,10 @@ type PruneHolder struct {
 	// record and the next holder's: what Prune could delete once this
 	// region (and every holder before it) declared them obsolete.
 	PinnedBytes int64
+	// Owner and Epoch are the region's owner and epoch as of its last
+	// committed claim ("" and 0: never claimed; LogStore.Claim).
+	Owner string
+	Epoch uint64
 }
 
 // PruneOptions tune PruneWith.
@@ -190,6 +194,7 @@ func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic st
 		}
 	}
 	point = max(point, start)
+	s.ownersInto(ctx, topic, st.Holders)
 	slices.SortFunc(st.Holders, func(a, b PruneHolder) int {
 		return cmp.Or(cmp.Compare(a.FirstNeeded, b.FirstNeeded), cmp.Compare(a.Region, b.Region))
 	})

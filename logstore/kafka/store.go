@@ -197,7 +197,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			return nil, fmt.Errorf("kwal: open: %w", err)
 		}
 	}
-	if s.owning.follower, err = newClaimsFollower(cfg, base, s.adm, cfg.Logger); err != nil {
+	if s.owning.follower, err = newClaimsFollower(cfg, base, cfg.Logger); err != nil {
 		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
