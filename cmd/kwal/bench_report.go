@@ -70,6 +70,7 @@ type benchConfig struct {
 	LingerMS     float64 `json:"linger_ms"`
 	ProduceLanes int     `json:"produce_lanes"`
 	MaxRegions   int     `json:"max_regions_per_batch"`
+	Fencing      string  `json:"fencing"`
 }
 
 type appendFigures struct {

@@ -54,6 +54,7 @@ func (b *benchRun) storeConfig(c *kafka.Config) {
 	c.Linger = b.o.linger
 	c.ProduceLanes = b.o.lanes
 	c.MaxRegionsPerBatch = b.o.maxRegions
+	c.Fencing = b.o.fencing
 	c.FetchMaxBytes = max(c.FetchMaxBytes, int32(b.o.batchBytes))
 	c.MaxQueuedBytes = max(c.MaxQueuedBytes, int64(b.o.batchBytes))
 	// The peers' topics are the store's namespaces but hold no kwal
