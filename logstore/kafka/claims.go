@@ -38,6 +38,9 @@ type claimsFollower struct {
 	reqs chan chan error
 	stop chan struct{}
 	done chan struct{}
+	// life ends when the store closes: it cancels a catch-up in flight.
+	life       context.Context
+	cancelLife context.CancelFunc
 }
 
 // claimView is an immutable copy of the claims the hot paths need.
@@ -58,6 +61,7 @@ func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger) (*claimsFol
 		topic: cfg.ClaimsTopic, cl: cl, backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
 		state: claim.NewState(), reqs: make(chan chan error, 64), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	f.life, f.cancelLife = context.WithCancel(context.Background())
 	f.view.Store(&claimView{})
 	go f.run()
 	return f, nil
@@ -66,6 +70,7 @@ func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger) (*claimsFol
 // close stops the goroutine and the consumer.
 func (f *claimsFollower) close() {
 	close(f.stop)
+	f.cancelLife()
 	<-f.done
 	f.cl.Close()
 }
@@ -89,14 +94,7 @@ func (f *claimsFollower) run() {
 				break drain
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-		go func() { // stop a catch-up when the store closes
-			select {
-			case <-f.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := context.WithTimeout(f.life, f.timeout)
 		err := f.catchUp(ctx)
 		cancel()
 		for _, r := range waiting {
