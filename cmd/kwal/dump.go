@@ -71,6 +71,7 @@ type dumpRecord struct {
 	KeySize    int     `json:"key_size"`
 	ValueSize  int     `json:"value_size"`
 	Region     *uint64 `json:"region,omitempty"`
+	Epoch      uint64  `json:"epoch,omitempty"` // the writer's owner epoch (0: never claimed)
 	Kind       string  `json:"kind,omitempty"`
 	Seq        *uint32 `json:"seq,omitempty"`
 	EntrySize  *uint32 `json:"entry_size,omitempty"`
@@ -90,6 +91,7 @@ func decodeRecord(rec *kgo.Record) dumpRecord {
 	if err == nil {
 		region, seq, size := p.Region, p.Seq, p.Size
 		d.Region, d.Kind, d.Seq, d.EntrySize, d.ChecksumOK = &region, p.Kind.String(), &seq, &size, true
+		d.Epoch = p.Epoch
 		return d
 	}
 	d.Error = err.Error()
@@ -97,11 +99,14 @@ func decodeRecord(rec *kgo.Record) dumpRecord {
 		d.Foreign = true
 		return d
 	}
-	if len(rec.Key) == record.KeySize && record.IsKwal(rec.Key) {
-		k := rec.Key
+	if k := rec.Key; record.IsKwal(k) && ((len(k) == record.KeySize && k[2] == 1) || (len(k) == record.KeySizeEpoch && k[2] == 2)) {
 		region := binary.BigEndian.Uint64(k[4:12])
-		seq := binary.BigEndian.Uint32(k[12:16])
-		size := binary.BigEndian.Uint32(k[16:20])
+		f := k[12:]
+		if k[2] == 2 {
+			d.Epoch, f = binary.BigEndian.Uint64(k[12:20]), k[20:]
+		}
+		seq := binary.BigEndian.Uint32(f[0:4])
+		size := binary.BigEndian.Uint32(f[4:8])
 		d.Region, d.Kind, d.Seq, d.EntrySize = &region, record.Kind(k[3]).String(), &seq, &size
 	}
 	return d
