@@ -24,7 +24,12 @@ import (
 // append whose produce returned before it.
 type claimsFollower struct {
 	topic   string
-	cl      *kgo.Client // consumes the claims topic
+	cl      *kgo.Client // asks for the claims topic's end
+	// consumer reads the claims topic's events; made by the first
+	// catch-up that finds any, so a cluster without claims fetches
+	// nothing. Only the goroutine uses it.
+	consumer *kgo.Client
+	base     []kgo.Opt
 	backoff time.Duration
 	log     *slog.Logger
 	timeout time.Duration
@@ -50,15 +55,12 @@ type claimView struct {
 }
 
 func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger) (*claimsFollower, error) {
-	cl, err := kgo.NewClient(append(base[:len(base):len(base)],
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.ClaimsTopic: {partition: kgo.NewOffset().At(0)}}),
-		kgo.FetchMaxWait(time.Second),
-	)...)
+	cl, err := kgo.NewClient(base...)
 	if err != nil {
 		return nil, fmt.Errorf("kwal: open: claims client: %w", err)
 	}
 	f := &claimsFollower{
-		topic: cfg.ClaimsTopic, cl: cl, backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
+		topic: cfg.ClaimsTopic, cl: cl, base: base[:len(base):len(base)], backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
 		state: claim.NewState(), reqs: make(chan chan error, 64), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	f.life, f.cancelLife = context.WithCancel(context.Background())
@@ -73,6 +75,9 @@ func (f *claimsFollower) close() {
 	f.cancelLife()
 	<-f.done
 	f.cl.Close()
+	if f.consumer != nil {
+		f.consumer.Close()
+	}
 }
 
 func (f *claimsFollower) run() {
@@ -144,7 +149,17 @@ func (f *claimsFollower) catchUp(ctx context.Context) error {
 		if next >= end {
 			break
 		}
-		fs := f.cl.PollFetches(ctx)
+		if f.consumer == nil {
+			c, err := kgo.NewClient(append(f.base,
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.topic: {partition: kgo.NewOffset().At(next)}}),
+				kgo.FetchMaxWait(time.Second),
+			)...)
+			if err != nil {
+				return fmt.Errorf("kwal: claims topic %q: consumer: %w", f.topic, err)
+			}
+			f.consumer = c
+		}
+		fs := f.consumer.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("kwal: claims topic %q: reading offsets %d to %d: %w", f.topic, next, end, context.Cause(ctx))
 		}
@@ -198,6 +213,11 @@ func (f *claimsFollower) end(ctx context.Context) (int64, error) {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, f.cl)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// No claims topic (AutoCreateTopics off and none created): no
+		// claim was ever made; a claim needs the topic first.
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
