@@ -292,8 +292,11 @@ func (a *app) runRegionsClaim(ctx context.Context, st *kafka.LogStore, rf region
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "claimed region %d of %s: epoch %d, owner %s\n", rf.region, rf.ns, c.Epoch, after.Owner)
-	fmt.Fprintf(w, "  claim record at offset %d; sealed ID %d: the earlier owners' history ends there, and no replay returns what they write above the claim\n",
-		after.ClaimOffset, c.SealedID)
+	sealed := fmt.Sprintf("sealed ID %d: the earlier owners' history ends there", c.SealedID)
+	if c.SealedID == 0 {
+		sealed = "sealed ID 0: the region had no earlier entry"
+	}
+	fmt.Fprintf(w, "  claim record at offset %d; %s, and no replay returns what earlier owners write above the claim\n", after.ClaimOffset, sealed)
 	if claimed && before.Epoch > 0 {
 		fmt.Fprintf(w, "  previous owner %s (epoch %d)\n", before.Owner, before.Epoch)
 	} else {

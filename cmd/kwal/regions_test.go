@@ -170,13 +170,17 @@ func TestRegionsNeverClaimed(t *testing.T) {
 
 	r = kwal(t, nil, append([]string{"regions", "claim", "-n", "unclaimed", "-r", "2"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
+	r = kwal(t, nil, append([]string{"regions", "claim", "-n", "unclaimed", "-r", "3"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "; sealed ID 0: the region had no earlier entry,", "region 3 never wrote")
 	r = kwal(t, nil, append([]string{"regions", "show", "-n", "unclaimed", "-r", "1"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "region 1 of unclaimed: never claimed (epoch 0): its entries are written under epoch 0 and none of them is fenced\n", r.stdout)
 	r = kwal(t, nil, append([]string{"regions", "show", "-n", "unclaimed"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 2, r.stdout)
+	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 3, r.stdout)
 	require.Equal(t, "0", showRow(t, r.stdout, 2)[9], "nothing fenced")
+	require.Equal(t, "0", showRow(t, r.stdout, 3)[4], "no sealed entry")
 
 	r = kwal(t, nil, append([]string{"regions", "release", "-n", "unclaimed", "-r", "1"}, flags...)...)
 	require.Equal(t, 1, r.code)
