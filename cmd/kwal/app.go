@@ -95,6 +95,8 @@ type globalFlags struct {
 	saslUser      string
 	saslPassword  string
 
+	claimsTopic string
+
 	requestTimeout time.Duration
 	dialTimeout    time.Duration
 	produceTimeout time.Duration
@@ -259,6 +261,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.g.saslUser, "sasl-user", "", "SASL user name")
 	pf.StringVar(&a.g.saslPassword, "sasl-password", "", "SASL password (prefer the environment variable; never printed)")
 	def := kafka.DefaultConfig()
+	pf.StringVar(&a.g.claimsTopic, "claims-topic", def.ClaimsTopic, "topic of the region claims that every store of the cluster shares (the claims fence replays and appends)")
 	pf.DurationVar(&a.g.requestTimeout, "request-timeout", def.RequestTimeout, "bound of admin and fetch requests, and of reaching a broker at start")
 	pf.DurationVar(&a.g.dialTimeout, "dial-timeout", def.DialTimeout, "bound of opening a connection to a broker")
 	pf.DurationVar(&a.g.produceTimeout, "produce-timeout", def.ProduceTimeout, "bound of one produce request")
@@ -275,6 +278,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.replayCmd(),
 		a.indexCmd(),
 		a.namespacesCmd(),
+		a.regionsCmd(),
 		a.chaosCmd(),
 	)
 	a.annotateLimits()

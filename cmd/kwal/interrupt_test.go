@@ -20,6 +20,8 @@ func TestEveryCommandReportsAnInterruptionInOneLine(t *testing.T) {
 		switch c[0] {
 		case "replay":
 			args = append(args, "-n", "ns", "-r", "1")
+		case "regions":
+			args = append(args, "-n", "ns", "-r", "1")
 		case "dump", "index":
 			args = append(args, "-n", "ns")
 		}

@@ -31,6 +31,7 @@
 //	replay.go           kwal replay: one region read as a datanode would
 //	namespaces.go       kwal namespaces list|create|prune
 //	namespaces_delete.go kwal namespaces delete (with its confirmation)
+//	regions.go          kwal regions show|claim|release: region ownership
 //	chaos.go            kwal chaos: broker-fault scenarios, the table
 //	diskfree_*.go       free disk space for the demo's check, per OS
 //	index.go            kwal index

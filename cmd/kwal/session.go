@@ -68,6 +68,7 @@ func (a *app) config() (kafka.Config, error) {
 	cfg.DialTimeout = a.g.dialTimeout
 	cfg.ProduceTimeout = a.g.produceTimeout
 	cfg.IndexDir = a.indexDir()
+	cfg.ClaimsTopic = a.g.claimsTopic
 	cfg.Logger = a.log
 	g := a.g
 	if g.tls || g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "" || g.tlsServerName != "" || g.tlsInsecure {
