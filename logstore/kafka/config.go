@@ -99,11 +99,13 @@ type Config struct {
 	Fencing string
 
 	// Compression of produced batches: "none", "gzip", "snappy", "lz4" or
-	// "zstd". Default "none": a codec costs client CPU on every batch, and
-	// where the broker is near, CPU rather than bytes limits appends. Where
-	// the network limits them, "lz4" appends faster and cuts the bytes the
-	// broker stores and replicates (docs/benchmarks.md, "Compression on a
-	// datanode's payload").
+	// "zstd". On a datanode's rows "lz4" cuts the bytes the broker stores
+	// and replicates by more than half and appends faster where the network
+	// limits appends, for about twice the client CPU per MB
+	// (docs/benchmarks.md, "Compression on a datanode's payload"). Default
+	// "none", because reads of a compressed log hold its entries
+	// decompressed while they count fetched (compressed) bytes: they may
+	// pass ReadMemoryBound by the compression ratio.
 	Compression string
 
 	// ProduceLanes is how many produce connections (franz-go clients) carry
@@ -310,7 +312,9 @@ func DefaultConfig() Config {
 //     one entry more, and reads them back when their turn comes).
 //
 // A topic written with batches larger than MaxBatchBytes (by another
-// writer) may pass the bound by their excess. A loop body that keeps a read
+// writer) may pass the bound by their excess, and a compressed one (see
+// Compression) by its compression ratio: fetches are counted by the bytes
+// the broker returns, their records hold the entries decompressed. A loop body that keeps a read
 // open without taking its entries holds its share until it does.
 func (c Config) ReadMemoryBound() int64 {
 	return 3*int64(c.FetchMaxBytes) + int64(c.FetchConnections())*int64(c.MaxBatchBytes) + c.ReadHoldBytes + c.MaxEntryBytes
