@@ -23,16 +23,16 @@ import (
 // began: that is what lets one look at the claims topic vouch for every
 // append whose produce returned before it.
 type claimsFollower struct {
-	topic   string
-	cl      *kgo.Client // asks for the claims topic's end
+	topic string
+	cl    *kgo.Client // asks for the claims topic's end
 	// consumer reads the claims topic's events; made by the first
 	// catch-up that finds any, so a cluster without claims fetches
 	// nothing. Only the goroutine uses it.
 	consumer *kgo.Client
 	base     []kgo.Opt
-	backoff time.Duration
-	log     *slog.Logger
-	timeout time.Duration
+	backoff  time.Duration
+	log      *slog.Logger
+	timeout  time.Duration
 
 	mu    sync.Mutex // guards state; the goroutine writes it, Claim reads it
 	state *claim.State
