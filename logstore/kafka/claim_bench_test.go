@@ -23,6 +23,7 @@ func BenchmarkClaim(b *testing.B) {
 	stores := []*kafka.LogStore{openStore(b, brokers, nil), openStore(b, brokers, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	require.NoError(b, stores[0].CreateNamespace(ctx, topic))
 	const r = logstore.RegionID(1)
 	data := make([]byte, 2048)
 	entries := make([]logstore.Entry, 10)
