@@ -70,7 +70,7 @@ func DatanodeMain() int {
 	cfg := kafka.DefaultConfig()
 	cfg.Brokers = nil // the spec's
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := RunDatanode(context.Background(), cfg, os.Stdin, os.Stdout); err != nil {
+	if err := RunDatanode(context.Background(), cfg, os.Getenv(DatanodeEnv), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "datanode:", err)
 		return 3
 	}
@@ -79,11 +79,11 @@ func DatanodeMain() int {
 
 // RunDatanode runs this process as a datanode of the region-failover
 // scenario on a store opened with base (its Owner, ClaimsTopic, Fencing and
-// index replaced by the spec's), reading commands from in and writing
-// events to out until quit or the end of in.
-func RunDatanode(ctx context.Context, base kafka.Config, in io.Reader, out io.Writer) error {
+// index replaced by the spec's, DatanodeEnv's value), reading commands from
+// in and writing events to out until quit or the end of in.
+func RunDatanode(ctx context.Context, base kafka.Config, specJSON string, in io.Reader, out io.Writer) error {
 	var spec datanodeSpec
-	if err := json.Unmarshal([]byte(os.Getenv(DatanodeEnv)), &spec); err != nil {
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return fmt.Errorf("%s: %w", DatanodeEnv, err)
 	}
 	journal, err := os.OpenFile(spec.Journal, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
