@@ -25,6 +25,8 @@ type chaosOpts struct {
 	pace      time.Duration
 	script    string
 	keep      bool
+	handovers int
+	every     time.Duration
 }
 
 func (a *app) chaosCmd() *cobra.Command {
@@ -44,8 +46,15 @@ the command exit with status 2.
 Scenarios: leader-kill (the partition leader SIGKILLed and restarted,
 --cycles times), leader-pause (SIGSTOP for twice --produce-timeout),
 below-min-isr (both followers SIGKILLed for twice --produce-timeout),
-rolling-restart (each node SIGTERMed and restarted in turn). Each runs on a
-namespace of its own, deleted afterwards unless --keep.`,
+rolling-restart (each node SIGTERMed and restarted in turn),
+region-failover (no broker fault: three datanode processes, this command
+re-executed with the same flags, share 12 regions of 4 namespaces, each
+running --writers writers per owned region; every --handover-every one
+region moves, --handovers times: its owner is SIGSTOPped with calls in
+flight, another datanode claims it and appends, the owner is resumed and
+its calls must fail with ErrFenced; no replay may return what it wrote
+above the claim). Each runs on namespaces of its own, deleted afterwards
+unless --keep.`,
 		Example: `  scripts/kafka.sh start --brokers 3
   kwal chaos --brokers 127.0.0.1:9092,127.0.0.1:9094,127.0.0.1:9096 --cycles 20
   scripts/kafka.sh stop`,
@@ -64,10 +73,14 @@ namespace of its own, deleted afterwards unless --keep.`,
 	_ = f.MarkDeprecated("size", "use --entry-size (in kwal demo, --size is the total to append)")
 	a.bound(f, "size", anyValue.min, anyValue.max, "")
 	f.DurationVar(&o.pace, "pace", 20*time.Millisecond, "pause between one writer's calls")
+	f.IntVar(&o.handovers, "handovers", 12, "region moves in the region-failover scenario")
+	f.DurationVar(&o.every, "handover-every", 2*time.Second, "time between region-failover's moves")
 	f.StringVar(&o.script, "script", "scripts/kafka.sh", "the script that started the cluster (drives its nodes)")
 	f.BoolVar(&o.keep, "keep", false, "keep the scenarios' namespaces")
 	a.boundDuration(f, "pace", 0, time.Minute, "a writer pausing longer than that tests nothing")
 	a.bound(f, "cycles", 1, 10000, "")
+	a.bound(f, "handovers", 1, 10000, "")
+	a.boundDuration(f, "handover-every", 100*time.Millisecond, time.Hour, "")
 	a.bound(f, "writers", 1, 1024, "")
 	a.bound(f, "regions", 1, 1<<20, "")
 	a.bound(f, "entry-size", 64, uint64(min(1<<20, kafka.DefaultConfig().MaxEntryBytes)), "the writers' entries stay small so that a scenario's faults meet many calls; kwal refuses entries above MaxEntryBytes")
@@ -75,6 +88,17 @@ namespace of its own, deleted afterwards unless --keep.`,
 }
 
 func (a *app) runChaos(ctx context.Context, o chaosOpts) error {
+	if spec := a.getenv(chaos.DatanodeEnv); spec != "" {
+		// A datanode of region-failover, started by the scenario below.
+		cfg, err := a.config()
+		if err != nil {
+			return err
+		}
+		if a.stdin == nil {
+			return errors.New("chaos datanode: no standard input to read commands from")
+		}
+		return chaos.RunDatanode(ctx, cfg, spec, a.stdin, a.stdout)
+	}
 	if len(a.g.brokers) == 0 {
 		return errors.New("chaos needs --brokers: the brokers of a 3-node cluster started by 'scripts/kafka.sh start --brokers 3' (it kills and restarts the nodes through the script)")
 	}
@@ -121,24 +145,43 @@ func (a *app) runChaos(ctx context.Context, o chaosOpts) error {
 			fmt.Fprintln(a.stderr, line)
 		}
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("chaos: the datanodes re-execute this program: %w", err)
+	}
 	var results []chaos.Result
 	var runErr error
 	stamp := time.Now().UTC().Format("20060102-150405")
 	for _, sc := range o.scenarios {
 		topic := "kwal-chaos-" + stamp + "-" + sc
-		res, err := chaos.Run(ctx, sc, chaos.Options{
+		opts := chaos.Options{
 			Cluster:  cl,
 			Store:    cfg,
 			Topic:    topic,
 			Load:     chaos.Load{Writers: o.writers, Regions: o.regions, Size: o.size, Pace: o.pace, CallTimeout: 4 * cfg.ProduceTimeout},
 			Cycles:   o.cycles,
 			Progress: progress,
-		})
+			// The same command line: the datanodes' stores are configured
+			// by the same flags.
+			Datanode:      append([]string{exe}, os.Args[1:]...),
+			HandoverEvery: o.every,
+		}
+		if sc == chaos.RegionFailover {
+			opts.Cycles = o.handovers
+			opts.Logf = func(format string, args ...any) { a.log.Info(fmt.Sprintf(format, args...)) }
+		}
+		res, err := chaos.Run(ctx, sc, opts)
 		if interactive {
 			fmt.Fprint(a.stderr, "\r\033[K")
 		}
 		if !o.keep {
-			a.deleteChaosTopic(cfg, topic)
+			topics := []string{topic}
+			if res.Failover != nil {
+				topics = res.Failover.Topics
+			}
+			for _, t := range topics {
+				a.deleteChaosTopic(cfg, t)
+			}
 		}
 		if err != nil {
 			runErr = fmt.Errorf("%s: %w", sc, err)
@@ -186,10 +229,26 @@ func (a *app) printChaos(produceTimeout time.Duration, results []chaos.Result) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tcycles\tacknowledged\tfailed (in log)\tlost\tduplicated\treordered\tlongest stall\tfirst success after\t")
 	for _, r := range results {
+		first := r.FirstSuccess.Round(time.Millisecond).String()
+		if r.Failover != nil {
+			first = "-" // no broker fault
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%s\t%s\t\n", r.Scenario, r.Cycles, r.Stats.Acked,
 			r.Stats.Failed+r.Stats.Pending, r.Scan.FailedPresent, r.Lost(), r.Duplicated(), r.Reordered(),
-			r.Stats.LongestCall.Round(time.Millisecond), r.FirstSuccess.Round(time.Millisecond))
+			r.Stats.LongestCall.Round(time.Millisecond), first)
 	}
 	_ = tw.Flush()
+	for _, r := range results {
+		if f := r.Failover; f != nil {
+			lat := slices.Clone(f.Claims)
+			slices.Sort(lat)
+			var p50, worst time.Duration
+			if len(lat) > 0 {
+				p50, worst = lat[len(lat)/2], lat[len(lat)-1]
+			}
+			fmt.Fprintf(a.stdout, "region-failover: %d hand-overs; zombie appends refused %d of %d in flight at the resume (%d acknowledged below the claim); fenced entries skipped on replay %d; stale entries replayed %d; wrong sealed IDs %d; claim latency p50 %s, max %s (%d claims)\n",
+				r.Cycles, f.ZombieRefused, f.ZombieCalls, f.ZombieAcked, f.FencedSkipped, f.Stale, f.SealedWrong, p50.Round(time.Millisecond), worst.Round(time.Millisecond), len(f.Claims))
+		}
+	}
 	fmt.Fprintf(a.stdout, "(ProduceTimeout %s; first success: the worst time from a kill, resume or restart to the first acknowledged call begun after it)\n", produceTimeout)
 }

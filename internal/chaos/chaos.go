@@ -16,7 +16,13 @@
 //     SIGCONTed;
 //   - below-min-isr: both followers SIGKILLed (one replica left, below
 //     min.insync.replicas) for twice ProduceTimeout, then restarted;
-//   - rolling-restart: every node stopped (SIGTERM) and restarted in turn.
+//   - rolling-restart: every node stopped (SIGTERM) and restarted in turn;
+//   - region-failover: no broker fault; three datanode processes share
+//     regions of four namespaces and one region moves every few seconds
+//     while its owner is SIGSTOPped with calls in flight (failover.go): the
+//     new owner claims it (LogStore.Claim) and appends, the old owner
+//     resumes and its calls fail with ErrFenced, and no replay returns
+//     what it wrote above the claim.
 //
 // Time to first success is measured from the fault (the killed process is
 // gone; a graceful stop begins) or from the recovery (resume, restart) to
@@ -46,10 +52,15 @@ const (
 	LeaderPause    = "leader-pause"
 	BelowMinISR    = "below-min-isr"
 	RollingRestart = "rolling-restart"
+	RegionFailover = "region-failover"
 )
 
-// Scenarios lists every scenario in the order Run documents them.
-var Scenarios = []string{LeaderKill, LeaderPause, BelowMinISR, RollingRestart}
+// BrokerScenarios lists the scenarios that fault the brokers, and
+// Scenarios every scenario, in the order Run documents them.
+var (
+	BrokerScenarios = []string{LeaderKill, LeaderPause, BelowMinISR, RollingRestart}
+	Scenarios       = append(slices.Clone(BrokerScenarios), RegionFailover)
+)
 
 // Options configures a scenario run.
 type Options struct {
@@ -57,10 +68,19 @@ type Options struct {
 	Store   kafka.Config // the store's config; Brokers defaults to the cluster's
 	Topic   string       // a fresh topic for this run
 	Load    Load
-	Cycles  int           // leader-kill cycles (others: 1, or 3 restarts for rolling-restart)
+	Cycles  int           // leader-kill cycles, region-failover hand-overs (others: 1, or 3 restarts for rolling-restart)
 	Settle  int           // acknowledged calls to wait for between faults (default 50)
 	Wait    time.Duration // the longest wait for the cluster to recover from one fault (default 2 min)
 	Logf    func(format string, args ...any)
+	// Datanode is the command that starts a datanode process of the
+	// region-failover scenario: a program that calls RunDatanode when
+	// IsDatanode (the test binary, kwal chaos with the same flags).
+	Datanode []string
+	// HandoverEvery is the time between region-failover's hand-overs
+	// (default 2 s), RegionsPerTopic the regions of each of its namespaces
+	// (default 3). Its datanodes run Load.Writers lanes per owned region.
+	HandoverEvery   time.Duration
+	RegionsPerTopic int
 	// Progress, when set, is called every second while the scenario runs
 	// (from another goroutine than Run's).
 	Progress func(Progress)
@@ -101,6 +121,8 @@ type Result struct {
 	// process's own ledger is in both.
 	PeakHeap, PeakLive uint64
 	Took               time.Duration
+	// Failover holds region-failover's own figures (nil for the others).
+	Failover *Failover
 }
 
 // Lost, Duplicated and Reordered are the worst of the two replays.
@@ -111,7 +133,7 @@ func (r Result) Reordered() int {
 }
 
 // Err returns the replays' violations, if any.
-func (r Result) Err() error { return errors.Join(r.Indexed.Err(), r.Scan.Err()) }
+func (r Result) Err() error { return errors.Join(r.Indexed.Err(), r.Scan.Err(), r.Failover.Err()) }
 
 type iterSeq = iter.Seq2[logstore.Entry, error]
 
@@ -148,6 +170,8 @@ func Run(ctx context.Context, scenario string, o Options) (Result, error) {
 	}
 	var step func(*run, context.Context) error
 	switch scenario {
+	case RegionFailover:
+		return runFailover(ctx, o)
 	case LeaderKill:
 		step = (*run).leaderKill
 	case LeaderPause:
