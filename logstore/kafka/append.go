@@ -136,7 +136,11 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		return logstore.AppendResult{}, errors.Join(errs...)
 	}
 	if s.cfg.Fencing == FencingStrict {
-		if err := s.checkAppended(ctx, batches); err != nil {
+		// ProduceTimeout bounds the call as a whole, the check included.
+		cctx, cancel := context.WithDeadlineCause(ctx, dl.At, dl.Cause)
+		err := s.checkAppended(cctx, batches)
+		cancel()
+		if err != nil {
 			s.metrics.appendLatency.Observe(time.Since(start).Seconds())
 			return logstore.AppendResult{}, err
 		}
