@@ -304,8 +304,14 @@ func (h readHost) Fenced(topic string, region uint64, offset int64, epoch uint64
 	return claim.Fenced(r.Claims, offset, epoch)
 }
 
-// prepareRead catches up with the claims topic before a read, so that a
-// read that starts after a claim returned (on any store) fences by it.
+// Sync is replay.Host's: a pass catches up with the claims topic before it
+// decodes, so that a read whose pass starts after a claim returned (on any
+// store) fences by it. (A read that joins a running pass is served with
+// what that pass's catch-up saw when the pass began.)
+func (h readHost) Sync(ctx context.Context, topic string) error { return h.s.prepareRead(ctx, topic) }
+
+// prepareRead catches up with the claims topic and looks the topic's ID up
+// when it has claims.
 func (s *LogStore) prepareRead(ctx context.Context, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()

@@ -127,13 +127,6 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.reads.Context(), cancel)()
-		if err := s.prepareRead(ctx, namespace); err != nil {
-			if s.reads.Closed() {
-				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
-			}
-			yield(logstore.Entry{}, err)
-			return
-		}
 		var st replay.Stats
 		err := s.reads.Read(ctx, replay.Request{Topic: namespace, From: from, NoIndex: opts.NoIndex}, func(e logstore.Entry) bool { return yield(e, nil) }, &st)
 		s.metrics.entriesRead.WithLabelValues(namespace).Add(float64(st.Entries))

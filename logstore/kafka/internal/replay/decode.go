@@ -54,6 +54,11 @@ func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
 		d.reads.hold.add(-d.asm.OpenBytes())
 		d.route.abandon()
 	}()
+	if !d.indexOnly {
+		if err := d.reads.opts.Host.Sync(ctx, d.topic); err != nil {
+			return err
+		}
+	}
 	if err := d.consume(ctx, ch); err != nil {
 		// The entries before the failure are the reads' as they would be
 		// without sharing; then the failure.

@@ -42,6 +42,10 @@ type Host interface {
 	// claim): a read never yields it. It is called for every complete
 	// entry of a region read, so it must be cheap.
 	Fenced(topic string, region uint64, offset int64, epoch uint64) bool
+	// Sync brings what Fenced knows up to date; a pass calls it once,
+	// before it decodes its first record (its fetches and joins go on
+	// meanwhile).
+	Sync(ctx context.Context, topic string) error
 }
 
 // Options configure a store's read path.
