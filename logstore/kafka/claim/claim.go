@@ -63,6 +63,7 @@
 package claim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -272,22 +273,9 @@ func (s *State) Regions(namespace string) []ID {
 		}
 	}
 	slices.SortFunc(ids, func(a, b ID) int {
-		if c := strings.Compare(a.TopicID, b.TopicID); c != 0 {
-			return c
-		}
-		return compareU64(a.Region, b.Region)
+		return cmp.Or(strings.Compare(a.TopicID, b.TopicID), cmp.Compare(a.Region, b.Region))
 	})
 	return ids
-}
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Namespaces returns the namespaces with any event, sorted.
