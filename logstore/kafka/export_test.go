@@ -10,9 +10,13 @@ import (
 
 // SetJoinHook makes the store call fn whenever a read joins a running
 // pass, so that tests can start a shared pass's fetching once every read
-// has joined. Set it before any read starts.
-func SetJoinHook(s *LogStore, fn func()) {
-	s.reads.SetHooksForTesting(replay.Hooks{Join: fn}, nil)
+// has joined (and start, when set, whenever a read starts a pass of its
+// own). A starting read then waits as long as it takes for a running
+// pass to answer its join (not the read path's 100 ms), so that whether it
+// joins does not depend on the machine's load. Set it before any read
+// starts.
+func SetJoinHook(s *LogStore, fn, start func()) {
+	s.reads.SetHooksForTesting(replay.Hooks{Join: fn, Start: start, JoinWait: time.Minute}, nil)
 }
 
 // WarmFetchClients counts the store's fetch connections that are open

@@ -162,7 +162,7 @@ func TestPruneRacingASharedPass(t *testing.T) {
 			r2 := appendEntries(t, s, topic, 2, 1, 100)
 
 			var joinOnce, releaseOnce sync.Once
-			kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) })
+			kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) }, nil)
 			type outcome struct {
 				got []logstore.EntryID
 				err error

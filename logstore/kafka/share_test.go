@@ -67,9 +67,12 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 				}
 			}
 
-			// Hold every fetch until every other read has joined.
-			joined := make(chan struct{}, regions)
-			kafka.SetJoinHook(s, func() { joined <- struct{}{} })
+			// Hold every fetch until every other read has joined. A read
+			// that starts a pass of its own is counted too, so that a
+			// broken join fails the assertions below instead of holding the
+			// fetches forever.
+			placed := make(chan struct{}, 2*regions)
+			kafka.SetJoinHook(s, func() { placed <- struct{}{} }, func() { placed <- struct{}{} })
 			release := make(chan struct{})
 			c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
@@ -101,8 +104,8 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 					}
 				})
 			}
-			for range sharing - 1 {
-				<-joined
+			for range sharing {
+				<-placed
 			}
 			cancel() // the cancelled read leaves before anything is fetched
 			close(release)

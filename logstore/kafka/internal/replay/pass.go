@@ -83,6 +83,9 @@ func (r *Reads) joinOrStart(topic string, noIndex bool, end int64, sb *sub, rang
 	}
 	p := r.startPass(topic, noIndex, end, sb, ranges, pl.awaits)
 	tp.passes = append(tp.passes, p)
+	if h := r.hooks.Start; h != nil {
+		h()
+	}
 	return p, nil
 }
 
@@ -92,7 +95,11 @@ func (r *Reads) joinOrStart(topic string, noIndex bool, end int64, sb *sub, rang
 // pass while the pass waits on that loop.
 func (p *pass) tryJoin(sb *sub, ranges []index.Range) bool {
 	req := joinReq{sub: sb, ranges: ranges, reply: make(chan bool, 1)}
-	t := time.NewTimer(joinWait)
+	wait := joinWait
+	if w := p.owner.hooks.JoinWait; w > 0 {
+		wait = w
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case p.joins <- req:

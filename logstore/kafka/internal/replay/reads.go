@@ -127,7 +127,12 @@ type Reads struct {
 // nothing. Set them before any read starts.
 type Hooks struct {
 	Join       func()             // a read joined a running pass
+	Start      func()             // a read started a pass of its own
 	ScanReport func(topic string) // a read is about to hand what it scanned to the index
+	// JoinWait, when set, replaces joinWait: a test that counts joins
+	// must not see a read start a pass of its own because a loaded
+	// machine kept the pass's fetcher from answering within joinWait.
+	JoinWait time.Duration
 	// PinnedLatency and PinnedRate, when set, are every pass's fetch
 	// latency and streaming rate, never learned.
 	PinnedLatency time.Duration
@@ -158,8 +163,14 @@ func (r *Reads) SetHooksForTesting(h Hooks, gateClosed func()) {
 	if h.Join != nil {
 		r.hooks.Join = h.Join
 	}
+	if h.Start != nil {
+		r.hooks.Start = h.Start
+	}
 	if h.ScanReport != nil {
 		r.hooks.ScanReport = h.ScanReport
+	}
+	if h.JoinWait > 0 {
+		r.hooks.JoinWait = h.JoinWait
 	}
 	if h.PinnedLatency > 0 {
 		r.hooks.PinnedLatency, r.hooks.PinnedRate = h.PinnedLatency, h.PinnedRate
