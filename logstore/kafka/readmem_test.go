@@ -78,6 +78,56 @@ func TestReadHoldBound(t *testing.T) {
 	require.Less(t, peak, bound+1<<20, "live heap growth over ReadMemoryBound")
 }
 
+// TestCompressedReadWithinBound protects the read's memory bound on a
+// compressed log: a batch's records take its decompressed size, many times
+// the bytes fetched (here a log of text compressing about 100 to 1 with
+// lz4), and a read that charged fetched bytes held 10 times the bound. The
+// read charges each response the memory it takes and sizes its fetches by
+// what it measured, so an indexed read and a scan of the log stay under
+// ReadMemoryBound. Not parallel: it measures the process's heap.
+func TestCompressedReadWithinBound(t *testing.T) {
+	brokers := heapTestBrokers(t)
+	var bound int64
+	s := openStore(t, brokers, func(cfg *kafka.Config) {
+		cfg.Compression = "lz4"
+		cfg.MaxBatchBytes = 64 << 10
+		cfg.FetchMaxBytes = 256 << 10
+		cfg.ReadHoldBytes = 1 << 20
+		cfg.MaxEntryBytes = cfg.ReadHoldBytes
+		bound = cfg.ReadMemoryBound()
+	})
+	ctx := context.Background()
+	topic := newTopic(t)
+	require.NoError(t, s.CreateNamespace(ctx, topic))
+	const entries, size = 1024, 32 << 10 // 32 MiB, about 320 KiB on the broker
+	line := []byte("ts=1733212800000 host=h07 dc=eu-1 service=api cpu=12.25 mem=40.50\n")
+	for call := range entries / 8 {
+		batch := make([]logstore.Entry, 8)
+		for i := range batch {
+			d := bytes.Repeat(line, size/len(line)+1)[:size]
+			d[0] = byte(call*8 + i)
+			batch[i] = logstore.Entry{Namespace: topic, Region: 2, Data: d}
+		}
+		_, err := s.AppendBatch(ctx, batch)
+		require.NoError(t, err)
+	}
+	for _, opts := range []kafka.ReadOptions{{}, {NoIndex: true}} {
+		base := liveClientHeap()
+		var peak, got int64
+		for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{2: 0}, opts) {
+			require.NoError(t, err)
+			require.Equal(t, byte(got), e.Data[0], "entry %d", got)
+			if got%16 == 0 {
+				peak = max(peak, liveClientHeap()-base)
+			}
+			got++
+		}
+		require.EqualValues(t, entries, got)
+		t.Logf("NoIndex %v: read of %d MiB compressed: peak live heap growth %.2f MiB, bound %.2f MiB", opts.NoIndex, entries*size>>20, float64(peak)/(1<<20), float64(bound)/(1<<20))
+		require.Less(t, peak, bound+1<<20, "live heap growth over ReadMemoryBound")
+	}
+}
+
 // liveHeapOutside sums the bytes in use (as of the last GC) that were
 // allocated by no function whose name contains skip.
 func liveHeapOutside(skip string) int64 {

@@ -137,13 +137,13 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if err := Ping(ctx, s.admin, cfg); err != nil {
 		return nil, err
 	}
-	codec, _ := CompressionCodec(cfg.Compression)
+	compress := compression(cfg.Compression)
 	clients := make([]worker.Client, cfg.ProduceLanes)
 	for i := range cfg.ProduceLanes {
 		cl, err := kgo.NewClient(append(base[:len(base):len(base)],
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchMaxBytes(int32(cfg.MaxBatchBytes)),
-			kgo.ProducerBatchCompression(codec),
+			compress,
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			// franz-go refuses record timeouts under 1s; the worker fails a
 			// group at ProduceTimeout whatever the client does.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -132,16 +133,20 @@ func mode(rg index.Range) string {
 	return "indexed"
 }
 
-// target is a chunk's size in bytes.
-func (f *fetcher) target() float64 { return float64(f.reads.opts.ChunkBytes) }
+// target is a chunk's size in fetched bytes: ChunkBytes of memory once
+// processed (a compressed log's chunks fetch fewer bytes).
+func (f *fetcher) target() float64 {
+	return float64(f.reads.opts.ChunkBytes) / f.est.memoryPerByte()
+}
 
 // limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
 // little above it, so that the broker's whole batches reach the chunk's
 // end (an estimate just short costs another fetch for the chunk's last
-// offsets). What a chunk gets beyond its end the next chunk fetches again.
+// offsets), and at most what takes FetchMaxBytes of memory once processed.
+// What a chunk gets beyond its end the next chunk fetches again.
 func (f *fetcher) limit(est float64) int32 {
 	est = est*1.02 + 1
-	return int32(min(max(est, 1), float64(f.reads.opts.FetchMaxBytes)))
+	return int32(min(max(est, 1), max(float64(f.reads.opts.FetchMaxBytes)/f.est.memoryPerByte(), 1)))
 }
 
 // run fetches until the plan is done, an error is sent, or ctx ends. accept
@@ -237,6 +242,8 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		chg := newCharge(f.reads.pool, f.charged, head.charged)
 		head.charged = 0 // the charge is the decoder's now
 		res, err := f.settle(ctx, head, res)
+		// A response fetched again by settle is charged its memory too.
+		chg.grow(int64(res.held) - chg.bytes)
 		if err != nil {
 			chg.done()
 			if err = f.pastPruned(ctx, err); err == nil {
@@ -246,8 +253,8 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			return
 		}
 		if res.bytes > 0 {
-			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.next-res.base)
-			f.reads.sizes.measured(f.topic, f.est.perOff)
+			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.held, res.next-res.base)
+			f.reads.sizes.measured(f.topic, f.est)
 		}
 		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next, control: res.control, charge: chg}) || res.fp.Err != nil {
 			return
@@ -343,12 +350,13 @@ var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 // has one and its bytes (head: c is the first chunk of the queue, which
 // everything else of the pass waits for), and reports whether it did.
 func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, head bool) bool {
-	// Charged what it asks for; a response larger than that (Kafka returns
-	// a batch whole, and a one-batch probe asks for 1 byte) is charged the
-	// excess when it lands (land). Charging every fetch a whole batch
+	// Charged the memory what it asks for is expected to take; a response
+	// that takes more (Kafka returns a batch whole, and a one-batch probe
+	// asks for 1 byte; a batch compressed harder than expected) is charged
+	// the excess when it lands (land). Charging every fetch a whole batch
 	// up front would keep most small fetches of an indexed read off the
 	// wire.
-	n := int64(c.maxBytes)
+	n := int64(math.Ceil(float64(c.maxBytes) * f.est.memoryPerByte()))
 	conn, onWire, ok := f.reads.pool.take(n, head)
 	if !ok {
 		return false
@@ -375,11 +383,12 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 }
 
 // land notes a landed response: its connection is free, and what it holds
-// until the decoder takes it counts in the Pool at its size (a one-batch
-// probe asks for 1 byte and gets a whole batch).
+// until the decoder takes it counts in the Pool at the memory it takes (a
+// one-batch probe asks for 1 byte and gets a whole batch; a compressed
+// batch takes its decompressed size besides).
 func (f *fetcher) land(c *chunk) {
 	c.isLanded = true
-	extra := max(int64(c.res.bytes)-c.charged, 0)
+	extra := max(int64(c.res.held)-c.charged, 0)
 	c.onWireEnd = f.reads.pool.landed(c.conn, extra)
 	f.charged.Add(extra)
 	c.charged += extra
@@ -406,9 +415,11 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 			}
 			head = false
 		}
-		// Until the pass knows what an offset weighs, indexed ranges
-		// start with a one-batch fetch each (they run concurrently); a
-		// scan range waits for the first answer, which sizes its chunks.
+		// Until the pass knows what an offset weighs, ranges start with a
+		// one-batch fetch each (indexed ones run concurrently); a scan
+		// range waits for the first answer, which sizes its chunks. A
+		// larger first fetch could take many times its bytes in memory
+		// once decompressed: one batch takes at most MaxBatchBytes.
 		if len(f.pending) == 0 || (!f.est.known() && f.started > 0 && f.pending[0].Scan) {
 			return
 		}
@@ -428,11 +439,8 @@ func (f *fetcher) cut() *chunk {
 		f.pending = f.pending[1:]
 		f.frontier = rg.End
 		f.stats.alone++
-		mb := int32(1) // exactly one batch, which tells what an offset weighs
-		if rg.Scan {
-			mb = int32(target)
-		}
-		return &chunk{rg: rg, off: rg.Start, maxBytes: mb}
+		// Exactly one batch, which tells what an offset weighs.
+		return &chunk{rg: rg, off: rg.Start, maxBytes: 1}
 	}
 	maxOffs := max(int64(target/f.est.perOff), 1)
 	if rg.End-rg.Start > maxOffs {
@@ -510,11 +518,9 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 		}
 	}
 	for _, r := range subtractRanges(below, covered) {
-		mb := int32(f.target())
+		mb := int32(1) // a one-batch probe, as cut's
 		if f.est.known() {
 			mb = f.limit(f.est.bytes(r.End - r.Start))
-		} else if !r.Scan {
-			mb = 1
 		}
 		f.queue = append(f.queue, &chunk{rg: r, off: r.Start, maxBytes: mb})
 	}

@@ -13,8 +13,10 @@ import (
 //     one request per connection at a time, so a second fetch on a busy
 //     connection would only queue behind the first (a small fetch behind a
 //     large chunk).
-//   - Bytes: a fetch is charged its byte limit when it starts (its response's
-//     size once landed, when that is more) until its response is decoded and
+//   - Bytes: a fetch is charged the memory its byte limit is expected to
+//     take once processed when it starts (the memory its response takes
+//     once landed, when that is more: a compressed batch decompressed, or a
+//     batch Kafka returned whole) until its response is decoded and
 //     every read has taken the entries it got from it: in flight, waiting for
 //     the decoder, being decoded, handed over and not yet yielded. A fetch
 //     starts while the charges stay within the limit (FetchMaxBytes); the
@@ -23,9 +25,10 @@ import (
 //     head hold its share, or a read started in the loop body of another
 //     that holds the rest, still makes progress. The reading back of a
 //     spilled entry (one at a time, store-wide) adds one fetch's limit on
-//     top. A response larger than its limit (a batch larger than the bytes
-//     asked for, which Kafka returns whole) is charged its size, so the
-//     charges may pass those limits by such excess.
+//     top. A response larger than expected (a batch larger than the bytes
+//     asked for, which Kafka returns whole, or compressed harder than the
+//     pass's estimate) is charged what it takes, so the charges may pass
+//     those limits by such excess.
 //
 // Waiters (fetchers with nothing to start) watch Changed, which is closed and
 // replaced whenever a connection or bytes are freed.
@@ -158,6 +161,17 @@ func newCharge(p *Pool, pass *atomic.Int64, bytes int64) *charge {
 	c := &charge{bytes: bytes, pool: p, pass: pass}
 	c.refs.Store(1)
 	return c
+}
+
+// grow charges n more bytes when n > 0 (a response that takes more memory
+// than charged), without waiting, as Pool.readBack: the response is here.
+func (c *charge) grow(n int64) {
+	if n <= 0 {
+		return
+	}
+	c.bytes += n
+	c.pass.Add(n)
+	c.pool.readBack(n)
 }
 
 // hold takes one more reference; nil-safe.

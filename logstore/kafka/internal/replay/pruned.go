@@ -98,8 +98,10 @@ func (r *Reads) findPruneMark(ctx context.Context, topic string, gen uint64, sta
 	if off > end {
 		off = start // searched a longer log: the topic was recreated
 	}
+	// Each fetch takes at most about FetchMaxBytes of memory once processed.
+	maxBytes := int32(max(float64(r.opts.FetchMaxBytes)/r.sizes.memoryPerByte(topic), 1))
 	for off < end {
-		res, err := r.fetchAt(ctx, topic, &ld, off, r.opts.FetchMaxBytes, "scan")
+		res, err := r.fetchAt(ctx, topic, &ld, off, maxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err
 		}

@@ -113,6 +113,10 @@ type Reads struct {
 	// Pool.readBack).
 	readBackTurn chan struct{}
 	warm         []warmFlag
+	// decompress decompresses every fetch's compressed batches: one for
+	// the store, so that its pooled decoders (and their buffers) are
+	// reused, not made again for each fetch.
+	decompress kgo.Decompressor
 
 	passMu sync.Mutex
 	topics map[string]*topicPasses // per topic: its passes that take joining reads
@@ -147,7 +151,7 @@ func New(o Options) *Reads {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
 	}
-	r := &Reads{opts: o, log: o.Logger, metrics: o.Metrics, topics: make(map[string]*topicPasses)}
+	r := &Reads{opts: o, log: o.Logger, metrics: o.Metrics, topics: make(map[string]*topicPasses), decompress: kgo.DefaultDecompressor()}
 	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.marks.init()
 	r.pool = NewPool(o.Conns, int64(o.FetchMaxBytes))

@@ -26,6 +26,7 @@ type fetchResult struct {
 	next    int64
 	control []offsetSpan  // offsets of the control batches fetched (see controlSpans)
 	bytes   int           // record batch bytes fetched
+	held    int           // memory the processed response takes (heldBytes)
 	base    int64         // first offset of the first batch (may be below the offset asked for)
 	took    time.Duration // the request's round trip
 	retry   error         // a retriable failure: fetch again (after a leader lookup)
@@ -84,12 +85,13 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 		r.metrics.fetchedBytes.WithLabelValues(topic, mode).Add(float64(n))
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset: off, Topic: topic, Partition: partition,
-		}, rp, kgo.DefaultDecompressor(), nil)
+		}, rp, r.decompress, nil)
 		base := off
 		if len(rp.RecordBatches) >= 8 {
 			base = min(off, int64(binary.BigEndian.Uint64(rp.RecordBatches)))
 		}
-		return fetchResult{fp: fp, next: next, bytes: n, base: base, took: took, control: controlSpans(rp.RecordBatches)}
+		control, compressed, plain := frameFacts(rp.RecordBatches)
+		return fetchResult{fp: fp, next: next, bytes: n, held: heldBytes(n, compressed, plain, fp), base: base, took: took, control: control}
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return fetchResult{err: r.outOfRange(ctx, topic, off, perr)}
 	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
@@ -174,16 +176,42 @@ func (r *Reads) outOfRange(ctx context.Context, topic string, off int64, cause e
 // offsetSpan is the offsets [from, to).
 type offsetSpan struct{ from, to int64 }
 
-// controlSpans returns the offsets of the complete control batches in a
-// fetch response's record batches.
-func controlSpans(raw []byte) []offsetSpan {
-	var out []offsetSpan
+// frameFacts returns the offsets of the complete control batches in a
+// fetch response's record batches, and whether any of its complete batches
+// is compressed, and any is not.
+func frameFacts(raw []byte) (control []offsetSpan, compressed, plain bool) {
 	for b := range batchFrames(raw) {
 		if b.control && b.next > 0 {
-			out = append(out, offsetSpan{from: b.base, to: b.next})
+			control = append(control, offsetSpan{from: b.base, to: b.next})
+		}
+		compressed = compressed || b.compressed
+		plain = plain || !b.compressed
+	}
+	return control, compressed, plain
+}
+
+// heldBytes is the memory a processed response of n record-batch bytes
+// takes until its records are dropped. The records of uncompressed batches
+// point into the response; those of compressed batches into buffers they
+// were decompressed to, which may be many times the response, and the
+// response itself is garbage once processed unless an uncompressed
+// batch's records keep it. Record framing inside a decompressed buffer is
+// not counted: a few bytes per record.
+func heldBytes(n int, compressed, plain bool, fp kgo.FetchPartition) int {
+	if !compressed {
+		return n
+	}
+	records := 0
+	for _, r := range fp.Records {
+		records += len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			records += len(h.Key) + len(h.Value)
 		}
 	}
-	return out
+	if plain {
+		return n + records
+	}
+	return max(n, records)
 }
 
 // batchFrame is what the framing of one record batch in a fetch response
@@ -191,13 +219,15 @@ func controlSpans(raw []byte) []offsetSpan {
 // (4) and that many bytes; format 2 (the only one kwal's brokers write, and
 // the only one with control batches) has its attributes at bytes 21-22
 // (bit 0x20: control) and its last offset delta at bytes 23-26, inside a
-// 61-byte header.
+// 61-byte header; the low 3 bits of its attributes name its compression
+// codec (0: none).
 type batchFrame struct {
 	base int64 // base offset (a log's is never negative; the walk does not check)
 	size int64 // bytes of the whole batch, framing included
 	// v2: format 2, with a whole header; control and next are valid.
-	v2      bool
-	control bool
+	v2         bool
+	control    bool
+	compressed bool
 	next    int64 // one past the batch's last offset; 0 when it would overflow or lies below base
 }
 
@@ -214,7 +244,8 @@ func batchFrames(raw []byte) iter.Seq[batchFrame] {
 			b := batchFrame{base: int64(binary.BigEndian.Uint64(raw[0:8])), size: 12 + length}
 			if raw[16] == 2 && b.size >= 61 {
 				b.v2 = true
-				b.control = binary.BigEndian.Uint16(raw[21:23])&0x20 != 0
+				attrs := binary.BigEndian.Uint16(raw[21:23])
+				b.control, b.compressed = attrs&0x20 != 0, attrs&0x07 != 0
 				last := int64(int32(binary.BigEndian.Uint32(raw[23:27])))
 				if b.base >= 0 && last >= 0 && b.base <= math.MaxInt64-last-1 {
 					b.next = b.base + last + 1
