@@ -173,6 +173,9 @@ func populate(t *testing.T, flags []string, ns string, regions []logstore.Region
 	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
 	cfg.IndexDir = flagValue(flags, "--index-dir")
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	// The tests size logs by their entries (repetitive bytes, which would
+	// compress to almost nothing).
+	cfg.Compression = "none"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := kafka.Open(ctx, cfg)

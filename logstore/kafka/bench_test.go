@@ -72,6 +72,7 @@ func compareAppend(b *testing.B, brokers []string, w bench.Workload, mutate func
 	s := openStore(b, brokers, func(cfg *kafka.Config) {
 		cfg.MaxBatchBytes = batch
 		cfg.ProduceLanes = 16
+		cfg.Compression = "none" // as raw's below: the payload is random bytes
 		envInt("KWAL_BENCH_LANES", &cfg.ProduceLanes)
 		envInt("KWAL_BENCH_MAX_REGIONS", &cfg.MaxRegionsPerBatch)
 		if mutate != nil {

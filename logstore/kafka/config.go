@@ -102,10 +102,11 @@ type Config struct {
 	// "zstd". On a datanode's rows "lz4" cuts the bytes the broker stores
 	// and replicates by more than half and appends faster where the network
 	// limits appends, for about twice the client CPU per MB
-	// (docs/benchmarks.md, "Compression on a datanode's payload"). Default
-	// "none", because reads of a compressed log hold its entries
-	// decompressed while they count fetched (compressed) bytes: they may
-	// pass ReadMemoryBound by the compression ratio.
+	// (docs/benchmarks.md, "Compression on a datanode's payload"); "snappy"
+	// stores a little more for a little less CPU; "none" suits entries that
+	// do not compress (already compressed or encrypted). Reads count a
+	// compressed batch at its decompressed size (ReadMemoryBound holds).
+	// Default "lz4", written as frames of 64 KiB blocks.
 	Compression string
 
 	// ProduceLanes is how many produce connections (franz-go clients) carry
@@ -277,7 +278,7 @@ func DefaultConfig() Config {
 		MaxEntryBytes:           32 << 20,
 		IndexCheckpointInterval: 10 * time.Second,
 		PruneInterval:           time.Minute,
-		Compression:             "none",
+		Compression:             "lz4",
 		ClaimsTopic:             "kwal-claims",
 		Fencing:                 FencingStrict,
 		ProduceLanes:            16,
@@ -311,11 +312,15 @@ func DefaultConfig() Config {
 //     once the total passes it, so each pass decoding at that moment may add
 //     one entry more, and reads them back when their turn comes).
 //
-// A topic written with batches larger than MaxBatchBytes (by another
-// writer) may pass the bound by their excess, and a compressed one (see
-// Compression) by its compression ratio: fetches are counted by the bytes
-// the broker returns, their records hold the entries decompressed. A loop body that keeps a read
-// open without taking its entries holds its share until it does.
+// Fetches count the memory their records take: a compressed batch its
+// decompressed size, and a read asks the broker for fewer bytes of a log
+// it measured to compress. A topic written by another writer may pass the
+// bound by the excess of batches larger than MaxBatchBytes, by lz4 frames
+// of larger blocks than kwal writes (franz-go's default writes 4 MiB
+// blocks: two per fetch connection while they decompress), and, on a
+// read's first fetches of it, by how much harder it compresses than every
+// topic the store read before. A loop body that keeps a read open without
+// taking its entries holds its share until it does.
 func (c Config) ReadMemoryBound() int64 {
 	return 3*int64(c.FetchMaxBytes) + int64(c.FetchConnections())*int64(c.MaxBatchBytes) + c.ReadHoldBytes + c.MaxEntryBytes
 }

@@ -399,12 +399,14 @@ func TestScanChunksEndInOneFetch(t *testing.T) {
 	s := openStore(t, brokers, func(c *kafka.Config) { c.FetchMaxBytes = 8 << 20 })
 	topic := newTopic(t)
 	ctx := context.Background()
-	data := payload(rand.New(rand.NewPCG(9, 9)), 2048)
+	// Entries that do not compress: with the default lz4, a chunk's memory
+	// is then its fetched bytes.
+	rng := rand.New(rand.NewPCG(9, 9))
 	const calls = 300 // 6 MB in batches of 10 entries
 	for i := range calls {
 		es := make([]logstore.Entry, 10)
 		for j := range es {
-			es[j] = logstore.Entry{Namespace: topic, Region: logstore.RegionID(1 + i%4), Data: data}
+			es[j] = logstore.Entry{Namespace: topic, Region: logstore.RegionID(1 + i%4), Data: payload(rng, 2048)}
 		}
 		_, err := s.AppendBatch(ctx, es)
 		require.NoError(t, err)

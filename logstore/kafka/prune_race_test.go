@@ -56,6 +56,9 @@ func TestPruneRacingARead(t *testing.T) {
 			s := openStore(t, brokers, func(c *kafka.Config) {
 				c.MaxBatchBytes = 16 << 10
 				c.FetchMaxBytes = 32 << 10
+				// The log must outgrow one fetch: entries as large on the
+				// broker as they are.
+				c.Compression = "none"
 			})
 			ctx := context.Background()
 			topic := newTopic(t)
@@ -152,6 +155,9 @@ func TestPruneRacingASharedPass(t *testing.T) {
 			s := openStore(t, brokers, func(c *kafka.Config) {
 				c.MaxBatchBytes = 16 << 10
 				c.FetchMaxBytes = 32 << 10
+				// The log must outgrow one fetch: entries as large on the
+				// broker as they are.
+				c.Compression = "none"
 			})
 			ctx := context.Background()
 			topic := newTopic(t)
