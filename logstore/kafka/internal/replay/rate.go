@@ -26,7 +26,7 @@ type estimate struct {
 	// divided by it, so that a compressed log's reads hold what an
 	// uncompressed one's do. 0 until known (taken as 1).
 	expand  float64
-	seeded  bool // perOff and expand are another topic's: the first measurement replaces them
+	seeded  bool    // perOff and expand are another topic's: the first measurement replaces them
 	pinned  bool    // latency and rate are fixed (tests)
 	latency float64 // seconds; 0 until measured
 	rate    float64 // bytes per second; 0 until measured

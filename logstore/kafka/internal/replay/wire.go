@@ -228,7 +228,7 @@ type batchFrame struct {
 	v2         bool
 	control    bool
 	compressed bool
-	next    int64 // one past the batch's last offset; 0 when it would overflow or lies below base
+	next       int64 // one past the batch's last offset; 0 when it would overflow or lies below base
 }
 
 // batchFrames walks the complete batches at the start of raw (a fetch
