@@ -19,9 +19,13 @@ import (
 
 // claimsFollower follows the claims topic (package claim explains it). One
 // goroutine owns the consumer and the folded state; callers ask it for a
-// catch-up (await), and one catch-up serves every request queued before it
-// began: that is what lets one look at the claims topic vouch for every
-// append whose produce returned before it.
+// catch-up (await), answered once the state holds every event the claims
+// topic held when a look at its end, begun after the call asked, returned.
+// One look serves every call queued before it began: that is what lets one
+// look vouch for every append whose produce returned before it. Looks
+// overlap (up to maxLooks on the wire), so a call waits about one round
+// trip for a look that begins when it asks, not the rest of the look in
+// flight and then a whole one.
 type claimsFollower struct {
 	topic string
 	cl    *kgo.Client // asks for the claims topic's end
@@ -40,12 +44,26 @@ type claimsFollower struct {
 	// catch-up that folded an event.
 	view atomic.Pointer[claimView]
 
-	reqs chan chan error
-	stop chan struct{}
-	done chan struct{}
-	// life ends when the store closes: it cancels a catch-up in flight.
+	reqs  chan chan error
+	looks chan look // looks that returned, to the goroutine
+	stop  chan struct{}
+	done  chan struct{}
+	// life ends when the store closes: it cancels the looks and a
+	// catch-up in flight.
 	life       context.Context
 	cancelLife context.CancelFunc
+}
+
+// maxLooks bounds the looks at the claims topic's end on the wire at once.
+// Calls that ask while that many are out wait for the next to begin;
+// beyond a few, looks would only queue behind each other at the broker.
+const maxLooks = 4
+
+// look is one look at the claims topic's end and the calls it answers.
+type look struct {
+	end     int64
+	err     error
+	waiting []chan error
 }
 
 // claimView is an immutable copy of the claims the hot paths need.
@@ -61,7 +79,8 @@ func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger) (*claimsFol
 	}
 	f := &claimsFollower{
 		topic: cfg.ClaimsTopic, cl: cl, base: base[:len(base):len(base)], backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
-		state: claim.NewState(), reqs: make(chan chan error, 64), stop: make(chan struct{}), done: make(chan struct{}),
+		state: claim.NewState(), reqs: make(chan chan error, 64), looks: make(chan look, maxLooks),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	f.life, f.cancelLife = context.WithCancel(context.Background())
 	f.view.Store(&claimView{})
@@ -80,37 +99,64 @@ func (f *claimsFollower) close() {
 	}
 }
 
+// run owns the state: it starts a look for the calls queued since the last
+// one began whenever fewer than maxLooks are out, and answers a look's
+// calls once the state holds every event below the end it saw.
 func (f *claimsFollower) run() {
 	defer close(f.done)
-	var waiting []chan error
+	var queued []chan error
+	out := 0
+	defer func() {
+		// The looks still out end with f.life; wait for them, so that no
+		// goroutine outlives the follower.
+		for ; out > 0; out-- {
+			<-f.looks
+		}
+	}()
 	for {
+		if len(queued) > 0 && out < maxLooks {
+			go f.lookAtEnd(queued)
+			queued, out = nil, out+1
+		}
 		select {
 		case <-f.stop:
 			return
 		case r := <-f.reqs:
-			waiting = append(waiting[:0], r)
-		}
-	drain:
-		for {
-			select {
-			case r := <-f.reqs:
-				waiting = append(waiting, r)
-			default:
-				break drain
+			queued = append(queued, r)
+		case lk := <-f.looks:
+			out--
+			err := lk.err
+			if err == nil {
+				ctx, cancel := context.WithTimeout(f.life, f.timeout)
+				err = f.foldTo(ctx, lk.end)
+				cancel()
+			}
+			for _, r := range lk.waiting {
+				r <- err
 			}
 		}
-		ctx, cancel := context.WithTimeout(f.life, f.timeout)
-		err := f.catchUp(ctx)
-		cancel()
-		for _, r := range waiting {
-			r <- err
-		}
-		clear(waiting)
 	}
 }
 
-// await returns once a catch-up that began after the call has ended: the
-// state then holds every event the claims topic acknowledged before that.
+// lookAtEnd reads the claims topic's end for the calls waiting and hands
+// the look to the goroutine.
+func (f *claimsFollower) lookAtEnd(waiting []chan error) {
+	ctx, cancel := context.WithTimeout(f.life, f.timeout)
+	defer cancel()
+	lk := look{waiting: waiting}
+	_, lk.err = retry.Every(ctx, f.backoff, func(int) (bool, error) {
+		var err error
+		lk.end, err = f.end(ctx)
+		return err == nil || !kerr.IsRetriable(err), err
+	})
+	if lk.err != nil {
+		lk.err = fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, lk.err)
+	}
+	f.looks <- lk
+}
+
+// await returns once a look at the claims topic's end that began after the
+// call has returned and the state holds every event below that end.
 func (f *claimsFollower) await(ctx context.Context) error {
 	r := make(chan error, 1)
 	select {
@@ -130,17 +176,8 @@ func (f *claimsFollower) await(ctx context.Context) error {
 
 var errClosedFollower = errors.New("kwal: the store is closing")
 
-// catchUp reads the claims topic's end, then folds every event below it.
-func (f *claimsFollower) catchUp(ctx context.Context) error {
-	var end int64
-	_, err := retry.Every(ctx, f.backoff, func(int) (bool, error) {
-		var err error
-		end, err = f.end(ctx)
-		return err == nil || !kerr.IsRetriable(err), err
-	})
-	if err != nil {
-		return fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, err)
-	}
+// foldTo folds every event below end into the state.
+func (f *claimsFollower) foldTo(ctx context.Context, end int64) error {
 	changed := false
 	for {
 		f.mu.Lock()
