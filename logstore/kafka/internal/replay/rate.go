@@ -19,9 +19,9 @@ import (
 // that overlap do not each count the others' time.
 type estimate struct {
 	perOff float64 // bytes per offset; 0 until known
-	// expand is the memory a fetched byte takes once processed: 1 for
-	// uncompressed batches (records point into the response), about the
-	// compression ratio plus 1 for compressed ones (the response and its
+	// expand is the memory a fetched byte takes once processed (see
+	// heldBytes): 1 for uncompressed batches (records point into the
+	// response), about the compression ratio for compressed ones (their
 	// records decompressed). Fetches ask the broker for their memory share
 	// divided by it, so that a compressed log's reads hold what an
 	// uncompressed one's do. 0 until known (taken as 1).

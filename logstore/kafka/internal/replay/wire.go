@@ -24,7 +24,7 @@ import (
 type fetchResult struct {
 	fp      kgo.FetchPartition
 	next    int64
-	control []offsetSpan  // offsets of the control batches fetched (see controlSpans)
+	control []offsetSpan  // offsets of the control batches fetched (see frameFacts)
 	bytes   int           // record batch bytes fetched
 	held    int           // memory the processed response takes (heldBytes)
 	base    int64         // first offset of the first batch (may be below the offset asked for)
