@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -168,7 +169,15 @@ func TestPruneRacingASharedPass(t *testing.T) {
 			r2 := appendEntries(t, s, topic, 2, 1, 100)
 
 			var joinOnce, releaseOnce sync.Once
-			kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) }, nil)
+			// A read that starts a pass of its own releases the held
+			// fetches too (and fails the test below), so that a broken join
+			// shows as a failure naming it, not as fetches held forever.
+			var ownPasses atomic.Int32
+			kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) }, func() {
+				if ownPasses.Add(1) > 1 { // the first is X's
+					joinOnce.Do(func() { close(joinedCh) })
+				}
+			})
 			type outcome struct {
 				got []logstore.EntryID
 				err error
@@ -225,6 +234,7 @@ func TestPruneRacingASharedPass(t *testing.T) {
 				close(yGone)
 			}
 			x := <-xDone
+			require.EqualValues(t, 1, ownPasses.Load(), "Y started a pass of its own instead of joining X's")
 			require.NoError(t, <-deleted)
 			if yLeaves {
 				require.ErrorIs(t, y.err, context.Canceled)
