@@ -134,141 +134,121 @@ func TestPruneRacingASharedPass(t *testing.T) {
 	for _, yLeaves := range []bool{false, true} {
 		t.Run(fmt.Sprintf("joined read leaves %v", yLeaves), func(t *testing.T) {
 			t.Parallel()
-			// Y starts a pass of its own instead of joining X's in about 1 run
-			// of 30 (a cause not yet found; without a shared pass the property is
-			// not exercised): such an attempt is dropped and run again, and the
-			// test fails if Y never joins.
-			for attempt := range 5 {
-				if prunedSharedPassAttempt(t, yLeaves) {
-					return
+			c := testutil.NewCluster(t)
+			brokers := c.ListenAddrs()
+			fetching := make(chan struct{}, 1) // a fetch arrived
+			joinedCh := make(chan struct{})    // closed when Y joined
+			release := make(chan struct{})     // closed when the start moved
+			c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				select {
+				case fetching <- struct{}{}:
+				default:
 				}
-				t.Logf("attempt %d: Y started a pass of its own; again", attempt)
-			}
-			t.Fatal("Y never joined X's pass in 5 attempts")
-		})
-	}
-}
-
-// prunedSharedPassAttempt is one run of TestPruneRacingASharedPass's
-// scenario; it reports false, asserting nothing, when Y started a pass of
-// its own instead of joining X's.
-func prunedSharedPassAttempt(t *testing.T, yLeaves bool) bool {
-	c := testutil.NewCluster(t)
-	brokers := c.ListenAddrs()
-	fetching := make(chan struct{}, 1) // a fetch arrived
-	joinedCh := make(chan struct{})    // closed when Y joined
-	release := make(chan struct{})     // closed when the start moved
-	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		select {
-		case fetching <- struct{}{}:
-		default:
-		}
-		c.SleepControl(func() {
-			<-joinedCh
-			if fetchesAbove(req, 0) {
-				<-release
-			}
-		})
-		return nil, nil, false
-	})
-	s := openStore(t, brokers, func(c *kafka.Config) {
-		c.MaxBatchBytes = 16 << 10
-		c.FetchMaxBytes = 32 << 10
-		// The log must outgrow one fetch: entries as large on the
-		// broker as they are.
-		c.Compression = "none"
-	})
-	ctx := context.Background()
-	topic := newTopic(t)
-	e0 := appendEntries(t, s, topic, 3, 1, 100)
-	appendEntries(t, s, topic, 1, 150, 2000)
-	e4 := appendEntries(t, s, topic, 4, 1, 100)
-	appendEntries(t, s, topic, 1, 150, 2000)
-	r2 := appendEntries(t, s, topic, 2, 1, 100)
-
-	var joinOnce, releaseOnce sync.Once
-	// A read that starts a pass of its own releases the held
-	// fetches too (and fails the test below), so that a broken join
-	// shows as a failure naming it, not as fetches held forever.
-	var ownPasses atomic.Int32
-	kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) }, func() {
-		if ownPasses.Add(1) > 1 { // the first is X's
-			joinOnce.Do(func() { close(joinedCh) })
-		}
-	})
-	type outcome struct {
-		got []logstore.EntryID
-		err error
-	}
-	read := func(ctx context.Context, region logstore.RegionID, onEntry func()) outcome {
-		var o outcome
-		for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{region: 1}, kafka.ReadOptions{NoIndex: true}) {
-			if err != nil {
-				o.err = err
-				break
-			}
-			o.got = append(o.got, e.ID)
-			onEntry()
-		}
-		return o
-	}
-	yGone := make(chan struct{}) // closed when Y's read returned, if it leaves
-	if !yLeaves {
-		close(yGone)
-	}
-	deleted := make(chan error, 1)
-	xDone := make(chan outcome, 1)
-	go func() {
-		xDone <- read(ctx, 3, func() {
-			releaseOnce.Do(func() { // at e0: retention deletes below region 2's entry
-				defer close(release)
-				<-yGone
-				cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-				if err != nil {
-					deleted <- err
-					return
-				}
-				defer cl.Close()
-				var os kadm.Offsets
-				os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(r2) - 1})
-				resp, err := kadm.NewClient(cl).DeleteRecords(ctx, os)
-				if err == nil {
-					err = resp.Error()
-				}
-				deleted <- err
+				c.SleepControl(func() {
+					<-joinedCh
+					if fetchesAbove(req, 0) {
+						<-release
+					}
+				})
+				return nil, nil, false
 			})
+			s := openStore(t, brokers, func(c *kafka.Config) {
+				c.MaxBatchBytes = 16 << 10
+				c.FetchMaxBytes = 32 << 10
+				// The log must outgrow one fetch: entries as large on the
+				// broker as they are.
+				c.Compression = "none"
+			})
+			ctx := context.Background()
+			topic := newTopic(t)
+			e0 := appendEntries(t, s, topic, 3, 1, 100)
+			appendEntries(t, s, topic, 1, 150, 2000)
+			e4 := appendEntries(t, s, topic, 4, 1, 100)
+			appendEntries(t, s, topic, 1, 150, 2000)
+			r2 := appendEntries(t, s, topic, 2, 1, 100)
+
+			var joinOnce, releaseOnce sync.Once
+			// A read that starts a pass of its own releases the held
+			// fetches too (and fails the test below), so that a broken join
+			// shows as a failure naming it, not as fetches held forever.
+			var ownPasses atomic.Int32
+			kafka.SetJoinHook(s, func() { joinOnce.Do(func() { close(joinedCh) }) }, func() {
+				if ownPasses.Add(1) > 1 { // the first is X's
+					joinOnce.Do(func() { close(joinedCh) })
+				}
+			})
+			type outcome struct {
+				got []logstore.EntryID
+				err error
+			}
+			read := func(ctx context.Context, region logstore.RegionID, onEntry func()) outcome {
+				var o outcome
+				for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{region: 1}, kafka.ReadOptions{NoIndex: true}) {
+					if err != nil {
+						o.err = err
+						break
+					}
+					o.got = append(o.got, e.ID)
+					onEntry()
+				}
+				return o
+			}
+			yGone := make(chan struct{}) // closed when Y's read returned, if it leaves
+			if !yLeaves {
+				close(yGone)
+			}
+			deleted := make(chan error, 1)
+			xDone := make(chan outcome, 1)
+			go func() {
+				xDone <- read(ctx, 3, func() {
+					releaseOnce.Do(func() { // at e0: retention deletes below region 2's entry
+						defer close(release)
+						<-yGone
+						cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+						if err != nil {
+							deleted <- err
+							return
+						}
+						defer cl.Close()
+						var os kadm.Offsets
+						os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(r2) - 1})
+						resp, err := kadm.NewClient(cl).DeleteRecords(ctx, os)
+						if err == nil {
+							err = resp.Error()
+						}
+						deleted <- err
+					})
+				})
+			}()
+			<-fetching // X's pass fetches (held until Y joins)
+			yctx, ycancel := context.WithCancel(ctx)
+			defer ycancel()
+			yDone := make(chan outcome, 1)
+			go func() { yDone <- read(yctx, 4, func() {}) }()
+			var y outcome
+			if yLeaves {
+				<-joinedCh
+				ycancel()
+				y = <-yDone
+				close(yGone)
+			}
+			x := <-xDone
+			require.EqualValues(t, 1, ownPasses.Load(), "Y started a pass of its own instead of joining X's")
+			require.NoError(t, <-deleted)
+			if yLeaves {
+				require.ErrorIs(t, y.err, context.Canceled)
+				require.NoError(t, x.err, "nothing X asked for went")
+				require.Equal(t, []logstore.EntryID{e0}, x.got)
+				return
+			}
+			y = <-yDone
+			require.ErrorIs(t, y.err, logstore.ErrPruned, "Y's entry %d was deleted under the shared pass", e4)
+			require.Empty(t, y.got)
+			require.ErrorIs(t, x.err, logstore.ErrPruned, "the pass fails for all its reads")
+			require.Equal(t, []logstore.EntryID{e0}, x.got)
 		})
-	}()
-	<-fetching // X's pass fetches (held until Y joins)
-	yctx, ycancel := context.WithCancel(ctx)
-	defer ycancel()
-	yDone := make(chan outcome, 1)
-	go func() { yDone <- read(yctx, 4, func() {}) }()
-	var y outcome
-	if yLeaves {
-		<-joinedCh
-		ycancel()
-		y = <-yDone
-		close(yGone)
 	}
-	x := <-xDone
-	if ownPasses.Load() > 1 {
-		return false
-	}
-	require.NoError(t, <-deleted)
-	if yLeaves {
-		require.ErrorIs(t, y.err, context.Canceled)
-		require.NoError(t, x.err, "nothing X asked for went")
-		require.Equal(t, []logstore.EntryID{e0}, x.got)
-		return true
-	}
-	y = <-yDone
-	require.ErrorIs(t, y.err, logstore.ErrPruned, "Y's entry %d was deleted under the shared pass", e4)
-	require.Empty(t, y.got)
-	require.ErrorIs(t, x.err, logstore.ErrPruned, "the pass fails for all its reads")
-	require.Equal(t, []logstore.EntryID{e0}, x.got)
-	return true
 }
 
 // racingBrokers returns the brokers for a test racing a read, and a channel

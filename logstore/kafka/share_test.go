@@ -67,11 +67,15 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 				}
 			}
 
-			// Hold every fetch until every other read has joined. A read
-			// that starts a pass of its own is counted too, so that a
-			// broken join fails the assertions below instead of holding the
-			// fetches forever.
+			// Hold every fetch until every read has joined. A read that
+			// starts a pass of its own is counted too, and so is one that
+			// returned without a pass (its plan empty, or an error), so
+			// that a broken join fails the assertions below instead of
+			// holding the fetches forever. (A read in a pass cannot return
+			// before the fetches are released, except the cancelled one,
+			// cancelled only after the count.)
 			placed := make(chan struct{}, 2*regions)
+			returned := make(chan struct{}, regions)
 			kafka.SetJoinHook(s, func() { placed <- struct{}{} }, func() { placed <- struct{}{} })
 			release := make(chan struct{})
 			c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -92,6 +96,7 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 					rctx = cctx
 				}
 				wg.Go(func() {
+					defer func() { returned <- struct{}{} }()
 					for e, err := range s.ReadWith(rctx, topic, map[logstore.RegionID]logstore.EntryID{j.region: j.from}, kafka.ReadOptions{NoIndex: noIndex, Stats: &stats[i]}) {
 						if err != nil {
 							errs[i] = err
@@ -104,8 +109,11 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 					}
 				})
 			}
-			for range sharing {
-				<-placed
+			for range regions {
+				select {
+				case <-placed:
+				case <-returned:
+				}
 			}
 			cancel() // the cancelled read leaves before anything is fetched
 			close(release)
@@ -156,4 +164,72 @@ func TestConcurrentReadsShareAPass(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadJoinsAPassInItsClaimsCatchUp protects sharing at its most common
+// moment: a pass's decoder catches up with the claims topic before it takes
+// anything, and a read that starts then (a datanode opening its regions a
+// moment apart) joins the pass instead of starting a second one. kfake
+// holds the claims topic's ListOffsets, and with it the first pass's
+// catch-up, until the second read joined or started a pass.
+func TestReadJoinsAPassInItsClaimsCatchUp(t *testing.T) {
+	t.Parallel()
+	c := testutil.NewCluster(t)
+	s := openStore(t, c.ListenAddrs(), nil)
+	ctx := context.Background()
+	topic := newTopic(t)
+	writeRegions(t, s, topic, 2, 3)
+	from := map[logstore.RegionID]logstore.EntryID{1: 1}
+	alone := collect(t, s.ReadWith(ctx, topic, from, kafka.ReadOptions{}))
+	from2 := map[logstore.RegionID]logstore.EntryID{2: 1}
+	alone2 := collect(t, s.ReadWith(ctx, topic, from2, kafka.ReadOptions{}))
+	require.NotEmpty(t, alone)
+	require.NotEmpty(t, alone2)
+
+	catchingUp := make(chan struct{}, 1) // the first pass's catch-up is held
+	placed := make(chan struct{}, 2)     // a read joined or started a pass
+	release := make(chan struct{})
+	kafka.SetJoinHook(s, func() { placed <- struct{}{} }, func() { placed <- struct{}{} })
+	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if dataTopics(req.(*kmsg.ListOffsetsRequest)) == 0 {
+			select {
+			case catchingUp <- struct{}{}:
+			default:
+			}
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+
+	var st [2]kafka.ReadStats
+	var got [2][]logstore.Entry
+	var errs [2]error
+	var wg sync.WaitGroup
+	read := func(i int, from map[logstore.RegionID]logstore.EntryID) {
+		wg.Go(func() {
+			for e, err := range s.ReadWith(ctx, topic, from, kafka.ReadOptions{Stats: &st[i]}) {
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				got[i] = append(got[i], e)
+			}
+		})
+	}
+	read(0, from)
+	<-placed     // the first read started its pass,
+	<-catchingUp // whose decoder waits for the claims topic
+	read(1, from2)
+	<-placed
+	close(release)
+	wg.Wait()
+
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	requireEntries(t, alone, got[0], "region 1")
+	requireEntries(t, alone2, got[1], "region 2")
+	st1, st2 := st[0], st[1]
+	require.Equal(t, st1.Pass, st2.Pass, "the second read joined the first one's pass")
+	require.Equal(t, 2, st2.Reads)
 }

@@ -164,9 +164,13 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 	// send hands msg to the decoder. While the decoder is still busy with
 	// what it was handed before, the fetcher keeps the pipeline going:
 	// landed responses free their connections and the queue's next chunks
-	// start. Joins are answered no (a join taken now could be placed
-	// before msg): the read starts a pass of its own. A final error starts
-	// nothing more.
+	// start. A join is taken while msg is a join marker (it carries no
+	// records, and join keeps the queue's head, msg, first); while msg
+	// holds records it is answered no (the join could be placed after
+	// records the read needs): the read starts a pass of its own. The
+	// decoder takes the pass's first message only after its claims
+	// catch-up, a round trip in which the reads starting together with
+	// the pass arrive. A final error starts nothing more.
 	send := func(msg fetched) bool {
 		more := f.landed
 		var freed <-chan struct{}
@@ -185,7 +189,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 				f.land(c)
 			case <-freed:
 			case j := <-joins:
-				j.reply <- false
+				j.reply <- msg.join != nil && f.join(j, accept)
 			case <-ctx.Done():
 				msg.charge.done()
 				return false
