@@ -138,7 +138,9 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	if s.cfg.Fencing == FencingStrict {
 		// ProduceTimeout bounds the call as a whole, the check included.
 		cctx, cancel := context.WithDeadlineCause(ctx, dl.At, dl.Cause)
+		checked := time.Now()
 		err := s.checkAppended(cctx, batches)
+		s.metrics.fencingCheck.Observe(time.Since(checked).Seconds())
 		cancel()
 		if err != nil {
 			s.metrics.appendLatency.Observe(time.Since(start).Seconds())

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kwal/kwal/logstore"
@@ -98,4 +99,30 @@ func TestClaimFencesTheOldOwner(t *testing.T) {
 	require.Equal(t, uint64(2), own[0].Epoch)
 	require.Equal(t, 2, own[0].Claims)
 	require.True(t, own[0].Released)
+}
+
+// TestFencingCheckIsTimed protects what an operator reads to price strict
+// fencing: every strict append's check is timed in
+// kwal_fencing_check_seconds, and a store with fencing off times none.
+func TestFencingCheckIsTimed(t *testing.T) {
+	t.Parallel()
+	brokers := testutil.Brokers(t)
+	ctx := context.Background()
+	topic := newTopic(t)
+	for _, mode := range []string{kafka.FencingStrict, kafka.FencingOff} {
+		reg := prometheus.NewRegistry()
+		s := openStore(t, brokers, func(c *kafka.Config) { c.Fencing, c.Registerer = mode, reg })
+		const calls = 5
+		for i := range calls {
+			_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte(fmt.Sprint(i))}})
+			require.NoError(t, err)
+		}
+		checks, found := metricSum(t, reg, "kwal_fencing_check_seconds", "", "")
+		require.True(t, found, mode)
+		if mode == kafka.FencingStrict {
+			require.Equal(t, float64(calls), checks, "every strict append is checked")
+		} else {
+			require.Zero(t, checks, "fencing off checks nothing")
+		}
+	}
 }

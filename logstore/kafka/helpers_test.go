@@ -139,8 +139,9 @@ func removeAll(dir string) error {
 }
 
 // metricSum gathers reg and sums the samples of the family name whose label
-// key has value: counters and gauges by value, histograms by sample count.
-// found reports whether any sample matched.
+// key has value (every sample when key is ""): counters and gauges by
+// value, histograms by sample count. found reports whether any sample
+// matched.
 func metricSum(t testing.TB, reg prometheus.Gatherer, name, key, value string) (sum float64, found bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -150,7 +151,7 @@ func metricSum(t testing.TB, reg prometheus.Gatherer, name, key, value string) (
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == key && l.GetValue() == value }) {
+			if key != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == key && l.GetValue() == value }) {
 				continue
 			}
 			found = true

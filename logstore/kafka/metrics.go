@@ -24,10 +24,12 @@ type metrics struct {
 	obsoleteStale               prometheus.Counter
 	// claims counts Claim calls by outcome; claimLatency times the
 	// successful ones; fencedAppends counts AppendBatch calls refused
-	// with ErrFenced, by when (before writing, after the produce).
+	// with ErrFenced, by when (before writing, after the produce);
+	// fencingCheck times strict fencing's check after each produce.
 	claims        *prometheus.CounterVec
 	claimLatency  prometheus.Histogram
 	fencedAppends *prometheus.CounterVec
+	fencingCheck  prometheus.Histogram
 	// clients are the franz-go clients' own metrics, registered apart
 	// (registerClients) once the clients exist.
 	clients clientMetrics
@@ -67,6 +69,10 @@ func newMetrics() *metrics {
 		fencedAppends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_fenced_appends_total", Help: "AppendBatch calls refused with ErrFenced: before anything was written (the store knew of the newer claim or released the region), or after the produce (the check of the claims topic found the claim).",
 		}, []string{"when"}),
+		fencingCheck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kwal_fencing_check_seconds", Help: "Strict fencing: how long an AppendBatch waited, after its produce returned, for a look at the claims topic begun after that (what strict fencing adds to an append's latency).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
 		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_obsolete_stale_total", Help: "Obsolete calls at or below the region's current Obsolete point: nothing to do (a retry, or a point already learned from another store's mark).",
 		}),
@@ -84,7 +90,7 @@ func (m *metrics) forget(namespace string) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
