@@ -188,3 +188,28 @@ func fetchAt(ctx context.Context, cl *kgo.Client, leader int32, topic string, id
 	}
 	return rp, nil
 }
+
+// endOffset is the log end of topic's partition 0, asked of its leader in
+// one ListOffsets request.
+func endOffset(ctx context.Context, cl *kgo.Client, leader int32, topic string) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = topic
+	p := kmsg.NewListOffsetsRequestTopicPartition()
+	p.Timestamp, p.CurrentLeaderEpoch = -1, -1
+	t.Partitions = []kmsg.ListOffsetsRequestTopicPartition{p}
+	req.Topics = []kmsg.ListOffsetsRequestTopic{t}
+	kr, err := cl.Broker(int(leader)).Request(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("bench: list offsets of %s: %w", topic, err)
+	}
+	resp := kr.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("bench: list offsets of %s: malformed response", topic)
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		return 0, fmt.Errorf("bench: list offsets of %s: %w", topic, err)
+	}
+	return rp.Offset, nil
+}

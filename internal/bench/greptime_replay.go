@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,7 +33,10 @@ type ReplayResult struct {
 // (Kafka returns whole batches, at least one). The records of the response
 // that are in the index are the region's; reading goes on from the next
 // index offset not yet read. The topic's leader is looked up before the
-// clock starts, as GreptimeDB's partition client already knows it.
+// clock starts, as GreptimeDB's partition client already knows it; the
+// log's end is looked up after (one ListOffsets to the leader), as
+// KafkaLogStore::read does before it builds the index iterator, and bounds
+// the read (offsets at or past it are not read).
 func GreptimeReplay(ctx context.Context, cl *kgo.Client, topic string, offsets []int64, avgRecordBytes, window int) (ReplayResult, error) {
 	var res ReplayResult
 	if avgRecordBytes < 1 {
@@ -47,6 +51,13 @@ func GreptimeReplay(ctx context.Context, cl *kgo.Client, topic string, offsets [
 		return res, fmt.Errorf("bench: %s has no partition 0", topic)
 	}
 	start := time.Now()
+	end, err := endOffset(ctx, cl, tp.Leader, topic)
+	if err != nil {
+		return res, err
+	}
+	if n, _ := slices.BinarySearch(offsets, end); n < len(offsets) {
+		offsets = offsets[:n]
+	}
 	for i := 0; i < len(offsets); {
 		base := offsets[i]
 		j := i + 1
