@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,6 +116,12 @@ func TestGreptimeProducerAndReplay(t *testing.T) {
 			require.Equal(t, own, res.OwnBytes)
 			require.Positive(t, res.Fetches)
 		}
+		// An index offset at or past the log's end (appended after the
+		// read began, in GreptimeDB) is not read: the end bounds the read.
+		past := append(slices.Clone(offsets), offsets[len(offsets)-1]+1000)
+		res, err := GreptimeReplay(ctx, cl, topic, past, 100, GreptimeWindow)
+		require.NoError(t, err, "an offset past the end is not fetched")
+		require.EqualValues(t, len(want), res.Records)
 		// The region's records hold its entries in order.
 		l, err := MeasureLayoutOf(ctx, topic, GreptimeRecordRegion, kgo.SeedBrokers(brokers...))
 		require.NoError(t, err)
