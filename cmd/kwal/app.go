@@ -96,6 +96,7 @@ type globalFlags struct {
 	saslPassword  string
 
 	claimsTopic string
+	lease       time.Duration
 
 	requestTimeout time.Duration
 	dialTimeout    time.Duration
@@ -262,6 +263,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.g.saslPassword, "sasl-password", "", "SASL password (prefer the environment variable; never printed)")
 	def := kafka.DefaultConfig()
 	pf.StringVar(&a.g.claimsTopic, "claims-topic", def.ClaimsTopic, "topic of the region claims that every store of the cluster shares (the claims fence replays and appends)")
+	pf.DurationVar(&a.g.lease, "lease", 0, "how long a claim waits before its claim record, for owners that fence appends by lease (Config.Lease; give it the longest lease of the cluster's stores)")
 	pf.DurationVar(&a.g.requestTimeout, "request-timeout", def.RequestTimeout, "bound of admin and fetch requests, and of reaching a broker at start")
 	pf.DurationVar(&a.g.dialTimeout, "dial-timeout", def.DialTimeout, "bound of opening a connection to a broker")
 	pf.DurationVar(&a.g.produceTimeout, "produce-timeout", def.ProduceTimeout, "bound of one produce request")

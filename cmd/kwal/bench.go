@@ -116,7 +116,7 @@ func (a *app) benchCmd() *cobra.Command {
 	f.DurationVar(&o.linger, "linger", def.Linger, "producer linger (kwal Linger, franz-go ProducerLinger)")
 	f.IntVar(&o.lanes, "produce-lanes", def.ProduceLanes, "kwal produce lanes (franz-go clients carrying batches at once)")
 	f.IntVar(&o.maxRegions, "max-regions-per-batch", def.MaxRegionsPerBatch, "kwal MaxRegionsPerBatch: regions a produce may carry when a backlog builds up (1 = region-pure batches)")
-	f.StringVar(&o.fencing, "fencing", def.Fencing, "kwal Config.Fencing: strict (an append is acknowledged only after a look at the claims topic that began after its produce returned) or off")
+	f.StringVar(&o.fencing, "fencing", def.Fencing, "kwal Config.Fencing: strict (an append is acknowledged only after a look at the claims topic that began after its produce returned), lease (acknowledged while the last look began less than Config.Lease ago) or off")
 	f.IntVar(&o.rounds, "rounds", 3, "rounds of the append comparison (each on fresh topics, alternating which producer goes first; figures add up all rounds)")
 	a.bound(f, "entry-size", 0, maxEntrySize, "kwal refuses entries larger than its Config.MaxEntryBytes (ErrEntryTooLarge)")
 	a.bound(f, "calls", 1, 1_000_000, "bench builds every call's entries in memory before it starts the clock")

@@ -69,6 +69,7 @@ func (a *app) config() (kafka.Config, error) {
 	cfg.ProduceTimeout = a.g.produceTimeout
 	cfg.IndexDir = a.indexDir()
 	cfg.ClaimsTopic = a.g.claimsTopic
+	cfg.Lease = a.g.lease
 	cfg.Logger = a.log
 	g := a.g
 	if g.tls || g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "" || g.tlsServerName != "" || g.tlsInsecure {

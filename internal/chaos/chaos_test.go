@@ -151,9 +151,21 @@ func failoverHandovers(t *testing.T) int {
 // SealedID is the last entry of the earlier epochs the replay returns.
 func TestRegionFailover(t *testing.T) {
 	c := cluster(t)
+	// Under a lease the datanodes acknowledge on a look up to a lease old;
+	// a claim waits out the lease the old owner recorded.
+	for _, mode := range []string{kafka.FencingStrict, kafka.FencingLease} {
+		t.Run(mode, func(t *testing.T) { regionFailover(t, c, mode) })
+	}
+}
+
+func regionFailover(t *testing.T, c *chaos.Cluster, fencing string) {
 	cfg := kafka.DefaultConfig()
 	cfg.Brokers = c.Brokers
 	cfg.ProduceTimeout = 20 * time.Second // a stopped owner's calls must outlive its stop
+	cfg.Fencing = fencing
+	if fencing == kafka.FencingLease {
+		cfg.Lease = 500 * time.Millisecond
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	handovers := failoverHandovers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+time.Duration(handovers)*10*time.Second)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,8 @@ type datanodeSpec struct {
 	Lanes          int           // writers per owned region, each waiting for its call
 	Size           int           // payload bytes per entry
 	Pace           time.Duration // pause between one lane's calls
+	Fencing        string        // the store's Config.Fencing ("": strict)
+	Lease          time.Duration // the store's Config.Lease
 	ProduceTimeout time.Duration // 0: the base config's
 	CallTimeout    time.Duration // every call's context deadline (a guard)
 	Report         int           // acknowledged calls of a claimed region after which it says "acked"
@@ -78,8 +81,8 @@ func DatanodeMain() int {
 }
 
 // RunDatanode runs this process as a datanode of the region-failover
-// scenario on a store opened with base (its Owner, ClaimsTopic, Fencing and
-// index replaced by the spec's, DatanodeEnv's value), reading commands from
+// scenario on a store opened with base (its Owner, ClaimsTopic, Fencing,
+// Lease and index replaced by the spec's, DatanodeEnv's value), reading commands from
 // in and writing events to out until quit or the end of in.
 func RunDatanode(ctx context.Context, base kafka.Config, specJSON string, in io.Reader, out io.Writer) error {
 	var spec datanodeSpec
@@ -92,7 +95,7 @@ func RunDatanode(ctx context.Context, base kafka.Config, specJSON string, in io.
 	}
 	defer journal.Close()
 	cfg := base
-	cfg.Owner, cfg.ClaimsTopic, cfg.Fencing = spec.Name, spec.ClaimsTopic, kafka.FencingStrict
+	cfg.Owner, cfg.ClaimsTopic, cfg.Fencing, cfg.Lease = spec.Name, spec.ClaimsTopic, cmp.Or(spec.Fencing, kafka.FencingStrict), spec.Lease
 	cfg.IndexDir, cfg.IndexStore = "", nil // never share another process's index
 	if len(cfg.Brokers) == 0 {
 		cfg.Brokers = spec.Brokers

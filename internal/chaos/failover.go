@@ -323,7 +323,7 @@ func (fo *failover) start(ctx context.Context, dir string) error {
 		spec, err := json.Marshal(datanodeSpec{
 			Name: n.name, Journal: n.journal, ClaimsTopic: fo.f.ClaimsTopic, Brokers: fo.Store.Brokers,
 			Lanes: fo.Load.Writers, Size: fo.Load.Size, Pace: fo.Load.Pace,
-			ProduceTimeout: fo.Store.ProduceTimeout, CallTimeout: fo.Load.CallTimeout, Report: 2 * fo.Load.Writers,
+			Fencing: fo.Store.Fencing, Lease: fo.Store.Lease, ProduceTimeout: fo.Store.ProduceTimeout, CallTimeout: fo.Load.CallTimeout, Report: 2 * fo.Load.Writers,
 		})
 		if err != nil {
 			return err

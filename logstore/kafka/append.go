@@ -135,7 +135,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		s.metrics.appendLatency.Observe(time.Since(start).Seconds())
 		return logstore.AppendResult{}, errors.Join(errs...)
 	}
-	if s.cfg.Fencing == FencingStrict {
+	if s.cfg.Fencing != FencingOff {
 		// ProduceTimeout bounds the call as a whole, the check included.
 		cctx, cancel := context.WithDeadlineCause(ctx, dl.At, dl.Cause)
 		checked := time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,17 @@ type claimsFollower struct {
 	// catch-up that folded an event.
 	view atomic.Pointer[claimView]
 
+	// lease is how long a look vouches for appends (Fencing "lease"; 0:
+	// never, every append waits for a look).
+	lease time.Duration
+	// vouched is the leaseNow reading at which the latest look whose
+	// catch-up completed began.
+	vouched atomic.Int64
+	// used says that an append relied on the lease since the last look
+	// the goroutine began for it: the lease is kept fresh only while
+	// appends come.
+	used atomic.Bool
+
 	reqs  chan chan error
 	looks chan look // looks that returned, to the goroutine
 	stop  chan struct{}
@@ -65,6 +77,7 @@ const maxLooks = 4
 
 // look is one look at the claims topic's end and the calls it answers.
 type look struct {
+	began   time.Duration // leaseNow before the look was sent
 	end     int64
 	err     error
 	waiting []chan error
@@ -86,6 +99,10 @@ func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger) (*claimsFol
 		state: claim.NewState(), reqs: make(chan chan error, 64), looks: make(chan look, maxLooks),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	if cfg.Fencing == FencingLease {
+		f.lease = cfg.Lease
+	}
+	f.vouched.Store(math.MinInt64 / 2)
 	f.life, f.cancelLife = context.WithCancel(context.Background())
 	f.view.Store(&claimView{})
 	go f.run()
@@ -105,11 +122,19 @@ func (f *claimsFollower) close() {
 
 // run owns the state: it starts a look for the calls queued since the last
 // one began whenever fewer than maxLooks are out, and answers a look's
-// calls once the state holds every event below the end it saw.
+// calls once the state holds every event below the end it saw. Under a
+// lease it also starts a look every quarter lease while appends rely on
+// it, so that they find it fresh.
 func (f *claimsFollower) run() {
 	defer close(f.done)
 	var queued []chan error
 	out := 0
+	var refresh <-chan time.Time
+	if f.lease > 0 {
+		t := time.NewTicker(f.lease / 4)
+		defer t.Stop()
+		refresh = t.C
+	}
 	defer func() {
 		// The looks still out end with f.life; wait for them, so that no
 		// goroutine outlives the follower.
@@ -127,6 +152,11 @@ func (f *claimsFollower) run() {
 			return
 		case r := <-f.reqs:
 			queued = append(queued, r)
+		case <-refresh:
+			if out == 0 && f.used.Swap(false) {
+				go f.lookAtEnd(nil)
+				out++
+			}
 		case lk := <-f.looks:
 			out--
 			err := lk.err
@@ -134,6 +164,11 @@ func (f *claimsFollower) run() {
 				ctx, cancel := context.WithTimeout(f.life, f.timeout)
 				err = f.foldTo(ctx, lk.end)
 				cancel()
+			}
+			if err == nil && int64(lk.began) > f.vouched.Load() {
+				// After foldTo's view: whoever trusts this look reads a
+				// view at least as new as the one it saw.
+				f.vouched.Store(int64(lk.began))
 			}
 			for _, r := range lk.waiting {
 				r <- err
@@ -147,7 +182,7 @@ func (f *claimsFollower) run() {
 func (f *claimsFollower) lookAtEnd(waiting []chan error) {
 	ctx, cancel := context.WithTimeout(f.life, f.timeout)
 	defer cancel()
-	lk := look{waiting: waiting}
+	lk := look{began: leaseNow(), waiting: waiting}
 	_, lk.err = retry.Every(ctx, f.backoff, func(int) (bool, error) {
 		var err error
 		lk.end, err = f.end(ctx)
@@ -176,6 +211,29 @@ func (f *claimsFollower) await(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// vouch returns once the store's view of the claims topic may vouch for an
+// append whose produce returned before the call: under a lease at once
+// while the last look that completed began less than the lease ago (less
+// a margin for clock rates), else after await.
+func (f *claimsFollower) vouch(ctx context.Context) error {
+	if f.lease > 0 {
+		f.used.Store(true)
+		if f.trusted() {
+			return nil
+		}
+	}
+	return f.await(ctx)
+}
+
+// trusted reports whether the lease of the latest completed look holds.
+// Why that is enough: Claim waits a lease after its pending event was
+// acknowledged before it writes its claim record, so an entry above a
+// claim record was written more than a lease after that event became
+// visible, and a look that did not see the event began before then.
+func (f *claimsFollower) trusted() bool {
+	return leaseNow()-time.Duration(f.vouched.Load()) < f.lease-f.lease/64
 }
 
 var errClosedFollower = errors.New("kwal: the store is closing")

@@ -92,11 +92,28 @@ type Config struct {
 	// after a look at the claims topic that began after its produce
 	// returned, so a store is never told "acknowledged" for entries that a
 	// replay fences; the look is shared by every call whose produce
-	// returned before it began (docs/fencing.md gives its cost). "off": no
-	// look; an old owner that missed a claim may be told "acknowledged" for
-	// entries replay then fences, so use it only where regions never move
-	// without Release. Claims and replay fencing work in both modes.
+	// returned before it began (docs/fencing.md gives its cost). "lease":
+	// the same promise without the wait, on a bound on clock rates: an
+	// append is acknowledged at once while the last look that completed
+	// began less than Lease ago (looks repeat in the background while
+	// appends come), and Claim waits Lease before it writes its claim
+	// record, so a look an old owner still trusts predates the claim.
+	// "off": no look; an old owner that missed a claim may be told
+	// "acknowledged" for entries replay then fences, so use it only where
+	// regions never move without Release. Claims and replay fencing work
+	// in every mode.
 	Fencing string
+
+	// Lease is how long a look at the claims topic vouches for appends
+	// under Fencing "lease" (default 1s there), and how long every Claim
+	// waits between its pending event and its claim record, in every mode.
+	// A claim also waits at least the lease the region's owner recorded
+	// with its own claim, but an owner that never claimed its region
+	// recorded none: where any store uses "lease", give every store that
+	// may claim (strict ones too) a Lease at least as long. A longer lease
+	// makes Claim slower and costs nothing else; the store trusts a look
+	// for Lease less 1/64, a margin for clocks that run at different rates.
+	Lease time.Duration
 
 	// Compression of produced batches: "none", "gzip", "snappy", "lz4" or
 	// "zstd". On a datanode's rows "lz4" cuts the bytes the broker stores
@@ -348,8 +365,11 @@ func (c Config) Validate() error {
 	if len(c.Brokers) == 0 {
 		bad("Brokers", "at least one seed broker is needed")
 	}
-	if c.Fencing != FencingStrict && c.Fencing != FencingOff {
-		bad("Fencing", "%q is neither %q nor %q", c.Fencing, FencingStrict, FencingOff)
+	if c.Fencing != FencingStrict && c.Fencing != FencingLease && c.Fencing != FencingOff {
+		bad("Fencing", "%q is not %q, %q or %q", c.Fencing, FencingStrict, FencingLease, FencingOff)
+	}
+	if c.Lease < 0 || (c.Lease > 0 && c.Lease < time.Millisecond) {
+		bad("Lease", "%v is neither 0 nor at least 1ms", c.Lease)
 	}
 	if err := validateTopic(c.ClaimsTopic); err != nil {
 		bad("ClaimsTopic", "%v", err)
@@ -460,7 +480,7 @@ func (c Config) String() string {
 	} else {
 		b.WriteString(" SASL=nil")
 	}
-	fmt.Fprintf(&b, " Owner=%q ClaimsTopic=%q Fencing=%s", c.Owner, c.ClaimsTopic, c.Fencing)
+	fmt.Fprintf(&b, " Owner=%q ClaimsTopic=%q Fencing=%s Lease=%v", c.Owner, c.ClaimsTopic, c.Fencing, c.Lease)
 	fmt.Fprintf(&b, " Registerer=%s Logger=%s", typeOrNil(c.Registerer), setOrNil(c.Logger != nil))
 	return b.String()
 }

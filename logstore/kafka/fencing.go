@@ -24,8 +24,12 @@ import (
 // Config.Fencing values.
 const (
 	FencingStrict = "strict"
+	FencingLease  = "lease"
 	FencingOff    = "off"
 )
+
+// DefaultLease is Config.Lease under Fencing "lease" when none is set.
+const DefaultLease = time.Second
 
 // ErrFenced is matched (errors.Is) by the error of an append, Obsolete or
 // Claim that a newer owner's claim of its region outranks, and of an
@@ -203,11 +207,12 @@ func fencedBy(op, ns string, region uint64, epoch uint64, r claim.Region) *Fence
 	return e
 }
 
-// checkAppended is the strict check after an append's produce returned:
-// a catch-up with the claims topic that began after it, then no region of
-// the call may be outranked.
+// checkAppended is the check after an append's produce returned (Fencing
+// "strict" or "lease"): a catch-up with the claims topic that began after
+// it, or under a lease one that began less than a lease ago, then no
+// region of the call may be outranked.
 func (s *LogStore) checkAppended(ctx context.Context, batches []*nsBatch) error {
-	if err := s.owning.follower.await(ctx); err != nil {
+	if err := s.owning.follower.vouch(ctx); err != nil {
 		return fmt.Errorf("kwal: append: the entries were written, but the claims topic could not be checked, so they are not acknowledged (a replay may return them): %w", err)
 	}
 	var errs []error
@@ -242,8 +247,8 @@ func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) 
 	if st.released {
 		return &FencedError{Op: "obsolete", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true}
 	}
-	if s.cfg.Fencing == FencingStrict {
-		if err := s.owning.follower.await(ctx); err != nil {
+	if s.cfg.Fencing != FencingOff {
+		if err := s.owning.follower.vouch(ctx); err != nil {
 			return err
 		}
 	}
@@ -390,7 +395,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	var buf [8]byte
 	_, _ = rand.Read(buf[:])
 	token := hex.EncodeToString(buf[:])
-	ev := claim.Event{Op: claim.OpPending, Namespace: ns, Region: region, TopicID: tid, Epoch: epoch, Token: token, Owner: s.owning.owner}
+	ev := claim.Event{Op: claim.OpPending, Namespace: ns, Region: region, TopicID: tid, Epoch: epoch, Token: token, Owner: s.owning.owner, LeaseMS: int64((f.lease + time.Millisecond - 1) / time.Millisecond)}
 	if err := s.writeEvent(ctx, ev); err != nil {
 		return fail(err)
 	}
@@ -399,8 +404,21 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	if err := f.await(ctx); err != nil {
 		return fail(err)
 	}
-	if r := f.region(id); r.Pending == nil || r.Pending.Token != token {
+	r := f.region(id)
+	if r.Pending == nil || r.Pending.Token != token {
 		return fail(fencedBy("claim", ns, region, epoch, r))
+	}
+	// An owner fencing by lease may trust a look that missed the pending
+	// event for a lease from its start: its appends acknowledged on it must
+	// land below the claim record.
+	if wait := max(s.cfg.Lease, time.Duration(r.Last().LeaseMS)*time.Millisecond); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fail(fmt.Errorf("waiting out the owner's lease (%v): %w", wait, context.Cause(ctx)))
+		}
 	}
 	// The claim record: where the new epoch begins in the data log.
 	p := record.ClaimPart(region, epoch, []byte(s.owning.owner))
@@ -431,7 +449,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	if err := f.await(ctx); err != nil {
 		return fail(err)
 	}
-	r := f.region(id)
+	r = f.region(id)
 	if last := r.Last(); last.Epoch != epoch || last.At != rec.Offset {
 		return fail(fencedBy("claim", ns, region, epoch, r))
 	}

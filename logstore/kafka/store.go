@@ -110,6 +110,9 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Fencing == FencingLease && cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics()}
 	s.appendTimeout = fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", cfg.ProduceTimeout, ErrTimeout)
 	if err := s.metrics.register(cfg.Registerer); err != nil {

@@ -100,6 +100,12 @@ type Event struct {
 	Sealed uint64 `json:"sealed,omitempty"`
 	// UnixMilli is when the event was written (for people).
 	UnixMilli int64 `json:"time,omitempty"`
+	// LeaseMS is set on a Pending by a claimer that will fence its appends
+	// by lease (logstore/kafka Config.Lease): how long, in milliseconds, a
+	// look at this topic vouches for its appends. The next claim of the
+	// region waits at least that long after its own Pending before it
+	// writes its claim record.
+	LeaseMS int64 `json:"lease_ms,omitempty"`
 }
 
 // ErrMalformed reports an event that does not decode or whose fields
@@ -136,6 +142,8 @@ func Decode(key, value []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: %s without namespace, topic ID or token", ErrMalformed, ev.Op)
 	case ev.Op == OpCommit && ev.At < 0:
 		return Event{}, fmt.Errorf("%w: commit at offset %d", ErrMalformed, ev.At)
+	case ev.LeaseMS < 0:
+		return Event{}, fmt.Errorf("%w: lease of %d ms", ErrMalformed, ev.LeaseMS)
 	case string(key) != string(Key(ev.Namespace, ev.Region)):
 		return Event{}, fmt.Errorf("%w: key %q for namespace %q region %d", ErrMalformed, key, ev.Namespace, ev.Region)
 	}
@@ -150,6 +158,9 @@ type Committed struct {
 	Sealed uint64 // the last entry ID of the earlier epochs that replay returns
 	Offset int64  // the commit event's offset in the claims topic
 	Unix   int64  // UnixMilli of the commit event
+	// LeaseMS is the owner's lease (its Pending's LeaseMS; 0: it waits for
+	// a look after every append).
+	LeaseMS int64
 }
 
 // Region is what the claims topic says of one region of one topic
@@ -238,7 +249,7 @@ func (s *State) Apply(offset int64, ev Event) bool {
 			r.Lost++
 			return false
 		}
-		r.Claims = append(r.Claims, Committed{Epoch: ev.Epoch, Owner: r.Pending.Owner, At: ev.At, Sealed: ev.Sealed, Offset: offset, Unix: ev.UnixMilli})
+		r.Claims = append(r.Claims, Committed{Epoch: ev.Epoch, Owner: r.Pending.Owner, At: ev.At, Sealed: ev.Sealed, Offset: offset, Unix: ev.UnixMilli, LeaseMS: r.Pending.LeaseMS})
 		r.Pending, r.Released = nil, false
 		return true
 	case OpRelease:
