@@ -70,7 +70,7 @@ func newMetrics() *metrics {
 			Name: "kwal_fenced_appends_total", Help: "AppendBatch calls refused with ErrFenced: before anything was written (the store knew of the newer claim or released the region), or after the produce (the check of the claims topic found the claim).",
 		}, []string{"when"}),
 		fencingCheck: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "kwal_fencing_check_seconds", Help: "Strict fencing: how long an AppendBatch waited, after its produce returned, for a look at the claims topic begun after that (what strict fencing adds to an append's latency).",
+			Name: "kwal_fencing_check_seconds", Help: "Strict and lease fencing: how long an AppendBatch waited, after its produce returned, for a look at the claims topic begun after that (under a lease, only when the lease had run out): what fencing adds to an append's latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
 		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{

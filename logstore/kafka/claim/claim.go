@@ -57,6 +57,16 @@
 // produce returned, after X > At was written, after step 2's Pending was
 // acknowledged.
 //
+// Under a lease L (logstore/kafka Fencing "lease") the writer acknowledges
+// when the last catch-up that completed began less than L before its
+// check, and a claim waits L between its Pending's acknowledgement and
+// step 3 (at least the LeaseMS the region's last owner recorded). A
+// catch-up that began at T and missed the Pending read the end before the
+// Pending was acknowledged at P > T; the claim record is written after
+// P + L; the writer's check ran after X was written and before T + L. So
+// X < At again. This needs only that the two stores' clocks, each
+// measuring one lease, differ by less than the margin the writer keeps.
+//
 // A pending claim that never commits (its store died) fences writers but
 // no entries: readers follow commits only. The next claim of the region
 // commits above it and fences from there.
