@@ -270,6 +270,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.g.logLevel, "log-level", "warn", "log level to stderr: debug, info, warn or error")
 	const longWait = "a longer wait only hides a broker that is gone"
 	a.boundDuration(pf, "request-timeout", time.Millisecond, time.Hour, longWait)
+	a.boundDuration(pf, "lease", 0, 10*time.Minute, "a claim waits the lease; a datanode's lease is seconds")
 	a.boundDuration(pf, "dial-timeout", time.Millisecond, time.Hour, longWait)
 	a.boundDuration(pf, "produce-timeout", time.Millisecond, time.Hour, longWait)
 
