@@ -65,12 +65,7 @@ func TestClaimFencesTheOldOwner(t *testing.T) {
 	fresh := openStore(t, brokers, nil)
 	for _, s := range []*kafka.LogStore{a, b, fresh} {
 		for _, noIndex := range []bool{false, true} {
-			var st kafka.ReadStats
-			var got []string
-			for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{r: 0}, kafka.ReadOptions{NoIndex: noIndex, Stats: &st}) {
-				require.NoError(t, err)
-				got = append(got, string(e.Data))
-			}
+			got, st := regionData(ctx, t, s, topic, r, noIndex)
 			require.Equal(t, acked, got)
 			require.Equal(t, int64(1), st.Fenced, "the zombie entry is skipped and counted")
 		}

@@ -179,3 +179,17 @@ func dataTopics(req *kmsg.ListOffsetsRequest) int {
 	}
 	return n
 }
+
+// regionData replays region r of topic on s from its first entry, through
+// the index or by full scan, and returns the entries' data and the read's
+// stats.
+func regionData(ctx context.Context, t testing.TB, s *kafka.LogStore, topic string, r logstore.RegionID, noIndex bool) ([]string, kafka.ReadStats) {
+	t.Helper()
+	var st kafka.ReadStats
+	var got []string
+	for e, err := range s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{r: 0}, kafka.ReadOptions{NoIndex: noIndex, Stats: &st}) {
+		require.NoError(t, err)
+		got = append(got, string(e.Data))
+	}
+	return got, st
+}
