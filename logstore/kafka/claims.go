@@ -55,10 +55,6 @@ type claimsFollower struct {
 	// vouched is the leaseNow reading at which the latest look whose
 	// catch-up completed began.
 	vouched atomic.Int64
-	// used says that an append relied on the lease since the last look
-	// the goroutine began for it: the lease is kept fresh only while
-	// appends come.
-	used atomic.Bool
 
 	reqs  chan chan error
 	looks chan look // looks that returned, to the goroutine
@@ -122,19 +118,11 @@ func (f *claimsFollower) close() {
 
 // run owns the state: it starts a look for the calls queued since the last
 // one began whenever fewer than maxLooks are out, and answers a look's
-// calls once the state holds every event below the end it saw. Under a
-// lease it also starts a look every quarter lease while appends rely on
-// it, so that they find it fresh.
+// calls once the state holds every event below the end it saw.
 func (f *claimsFollower) run() {
 	defer close(f.done)
 	var queued []chan error
 	out := 0
-	var refresh <-chan time.Time
-	if f.lease > 0 {
-		t := time.NewTicker(f.lease / 4)
-		defer t.Stop()
-		refresh = t.C
-	}
 	defer func() {
 		// The looks still out end with f.life; wait for them, so that no
 		// goroutine outlives the follower.
@@ -152,11 +140,6 @@ func (f *claimsFollower) run() {
 			return
 		case r := <-f.reqs:
 			queued = append(queued, r)
-		case <-refresh:
-			if out == 0 && f.used.Swap(false) {
-				go f.lookAtEnd(nil)
-				out++
-			}
 		case lk := <-f.looks:
 			out--
 			err := lk.err
@@ -216,13 +199,12 @@ func (f *claimsFollower) await(ctx context.Context) error {
 // vouch returns once the store's view of the claims topic may vouch for an
 // append whose produce returned before the call: under a lease at once
 // while the last look that completed began less than the lease ago (less
-// a margin for clock rates), else after await.
+// a margin for clock rates), else after await. The look that await starts
+// renews the lease for the appends after it: while appends come, about one
+// waits for a look per lease.
 func (f *claimsFollower) vouch(ctx context.Context) error {
-	if f.lease > 0 {
-		f.used.Store(true)
-		if f.trusted() {
-			return nil
-		}
+	if f.lease > 0 && f.trusted() {
+		return nil
 	}
 	return f.await(ctx)
 }

@@ -95,8 +95,8 @@ type Config struct {
 	// returned before it began (docs/fencing.md gives its cost). "lease":
 	// the same promise without the wait, on a bound on clock rates: an
 	// append is acknowledged at once while the last look that completed
-	// began less than Lease ago (looks repeat in the background while
-	// appends come), and Claim waits Lease before it writes its claim
+	// began less than Lease ago (the first append after it waits for a
+	// look, which renews it), and Claim waits Lease before it writes its claim
 	// record, so a look an old owner still trusts predates the claim.
 	// "off": no look; an old owner that missed a claim may be told
 	// "acknowledged" for entries replay then fences, so use it only where
