@@ -316,28 +316,27 @@ func DefaultConfig() Config {
 
 // ReadMemoryBound is the most memory all of the store's reads hold
 // together, whatever their number or the topics' sizes, apart from the
-// entries their callers keep:
+// entries their callers keep (internal/replay's package comment argues it):
 //   - their fetches (in flight, waiting to be decoded, or whose entries a
 //     read has not taken yet) within twice FetchMaxBytes (FetchMaxBytes, and
-//     as much again for the fetch each pass waits on first);
-//   - a batch per fetch connection beyond that: Kafka returns a batch whole
-//     when a fetch asked for less (a read's first fetch of a range asks for
-//     one batch), and the excess counts once the response landed;
+//     as much again for the fetch each pass waits on first), counted at
+//     the bytes Kafka sends: a compressed batch stays compressed until its
+//     pass decodes it;
+//   - the batch each pass decompresses while it decodes it (at most
+//     MaxBatchBytes of records for kwal's batches), counted as one per
+//     fetch connection: a store reading more namespaces at once adds one
+//     batch for each;
 //   - one more FetchMaxBytes and one entry (MaxEntryBytes) while a spilled
 //     entry is read back (one at a time);
 //   - ReadHoldBytes of entry data not yet yielded (a pass spills entries
 //     once the total passes it, so each pass decoding at that moment may add
 //     one entry more, and reads them back when their turn comes).
 //
-// Fetches count the memory their records take: a compressed batch its
-// decompressed size, and a read asks the broker for fewer bytes of a log
-// it measured to compress. A topic written by another writer may pass the
-// bound by the excess of batches larger than MaxBatchBytes, by lz4 frames
-// of larger blocks than kwal writes (franz-go's default writes 4 MiB
-// blocks: two per fetch connection while they decompress), and, on a
-// read's first fetches of it, by how much harder it compresses than every
-// topic the store read before. A loop body that keeps a read open without
-// taking its entries holds its share until it does.
+// A topic written by another writer may pass the bound by the excess of
+// batches larger than MaxBatchBytes, and by lz4 frames of larger blocks
+// than kwal writes (franz-go's default writes 4 MiB blocks: two buffers of
+// that size while a batch decompresses). A loop body that keeps a read
+// open without taking its entries holds its share until it does.
 func (c Config) ReadMemoryBound() int64 {
 	return 3*int64(c.FetchMaxBytes) + int64(c.FetchConnections())*int64(c.MaxBatchBytes) + c.ReadHoldBytes + c.MaxEntryBytes
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/index"
+	"github.com/kwal/kwal/logstore/kafka/internal/replay"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
 
@@ -457,8 +458,11 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	return Claim{Epoch: epoch, SealedID: sealed}, nil
 }
 
-// sealedBelow returns the ID of region's last entry below offset at that
-// replay returns (0: none), reading back from at in growing steps.
+// sealedBelow returns the ID of region's last entry that lies wholly below
+// offset at (0: none), reading back from at in growing steps: exactly the
+// last entry below the claim that replays return once it commits, since
+// they fence every older record above at (an entry with a part above at
+// is never complete for them).
 func (s *LogStore) sealedBelow(ctx context.Context, ns string, gen uint64, region uint64, at int64) (logstore.EntryID, error) {
 	start, _, err := s.offsetsWithin(ctx, ns)
 	if err != nil {
@@ -467,14 +471,9 @@ func (s *LogStore) sealedBelow(ctx context.Context, ns string, gen uint64, regio
 	for step := int64(1024); ; step *= 16 {
 		from := max(start, at-step)
 		var last logstore.EntryID
-		for e, err := range s.ReadWith(ctx, ns, map[logstore.RegionID]logstore.EntryID{logstore.RegionID(region): logstore.EntryID(from + 1)}, ReadOptions{}) {
-			if err != nil {
-				return 0, err
-			}
-			if int64(e.ID) > at {
-				break
-			}
-			last = e.ID
+		req := replay.Request{Topic: ns, From: map[logstore.RegionID]logstore.EntryID{logstore.RegionID(region): logstore.EntryID(from + 1)}, End: at}
+		if err := s.reads.Read(ctx, req, func(e logstore.Entry) bool { last = e.ID; return true }, &replay.Stats{}); err != nil {
+			return 0, err
 		}
 		if last > 0 || from == start {
 			return last, nil

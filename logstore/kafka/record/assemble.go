@@ -83,29 +83,39 @@ type done struct {
 // Assembler reassembles entries from the parts of many regions, interleaved
 // in log order. It is not safe for concurrent use.
 //
-// Rules, per region: a whole record is an entry by itself; a first part opens
+// A region's writer is known by its owner epoch: one store holds an epoch
+// (logstore/kafka's Claim), so a record of another epoch is another
+// writer's (an old owner that missed a claim, or the new owner around an
+// old owner's late records), and never touches an entry open under this
+// one. The rules below hold per region and epoch.
+//
+// Rules: a whole record is an entry by itself; a first part opens
 // an entry, and middle and last parts extend it in seq order; a last part
 // completes it, and the whole entry's length and CRC-32C are checked. A part
 // repeating one already taken (same size, CRC and a seq already seen) is a
 // duplicate and dropped. Anything that breaks the sequence abandons the open
 // entry as incomplete; so does a first part, which always starts a new
 // entry (a retried entry's ID is that of its latest first part). A part
-// with no open entry is an orphan. Data of open
-// entries is copied, so callers may reuse the buffers they pass in.
+// with no open entry, or of another entry than the open one, is an orphan.
+// Data of open entries is copied, so callers may reuse the buffers they
+// pass in.
 //
 // A reader bounded in memory may Spill an open entry: its data is dropped
 // and its parts are still checked in order (lengths and CRC) as they come;
 // it completes as an Assembled without data, which the reader reads again.
 // Nothing is given up for lack of memory.
 type Assembler struct {
-	open      map[uint64]*pending
+	open      map[Writer]*pending
 	openBytes int64 // data the open entries hold (not spilled)
-	last      map[uint64]done
+	last      map[Writer]done
 }
+
+// Writer is who writes a region's entries: the region and its owner epoch.
+type Writer struct{ Region, Epoch uint64 }
 
 // NewAssembler returns an empty assembler.
 func NewAssembler() *Assembler {
-	return &Assembler{open: make(map[uint64]*pending), last: make(map[uint64]done)}
+	return &Assembler{open: make(map[Writer]*pending), last: make(map[Writer]done)}
 }
 
 // Add takes the part decoded from the record at offset. It returns an error
@@ -116,13 +126,14 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	if p.Kind == KindMark || p.Kind == KindClaim {
 		return st, fmt.Errorf("%w: a %s at offset %d is not an entry part", ErrMalformed, p.Kind, offset)
 	}
-	pe := a.open[p.Region]
+	w := Writer{p.Region, p.Epoch}
+	pe := a.open[w]
 	switch p.Kind {
 	case KindWhole:
 		if pe != nil {
-			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
+			st.Drop, st.Dropped = a.abandon(w, pe, offset-1), true
 		}
-		a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC}
+		a.last[w] = done{size: p.Size, crc: p.EntryCRC}
 		st.Entry, st.Complete = Assembled{Region: p.Region, Epoch: p.Epoch, First: offset, Last: offset, Data: p.Data, Size: p.Size, CRC: p.EntryCRC}, true
 		return st, nil
 
@@ -133,36 +144,43 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 			// again (a retry) was told the later offset, so the entry's ID
 			// comes from the latest first part. The earlier copy is a
 			// duplicate when nothing followed it, else an incomplete entry.
-			st.Drop, st.Dropped = a.abandon(p.Region, pe, offset-1), true
+			st.Drop, st.Dropped = a.abandon(w, pe, offset-1), true
 			if pe.hdr.Seq == 1 && sameEntry(pe.hdr, p.Header) {
 				st.Drop = Drop{Reason: DropDuplicate, Region: p.Region, First: pe.first, Last: pe.first}
 			}
 		}
 		hdr := p.Header
 		hdr.Seq = 1
-		a.open[p.Region] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), n: int64(len(p.Data)), crc: p.dataCRC()}
+		a.open[w] = &pending{hdr: hdr, first: offset, last: offset, data: appendPart(nil, p.Data, p.Size), n: int64(len(p.Data)), crc: p.dataCRC()}
 		a.openBytes += int64(len(p.Data))
 		return st, nil
 	}
 
 	// Middle or last part.
 	if pe == nil {
-		if d, ok := a.last[p.Region]; ok && d.split && d.size == p.Size && d.crc == p.EntryCRC && p.Seq <= d.lastSeq {
+		if d, ok := a.last[w]; ok && d.split && d.size == p.Size && d.crc == p.EntryCRC && p.Seq <= d.lastSeq {
 			return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
 		}
 		return Step{Drop: Drop{Reason: DropOrphan, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
 	}
-	if !sameEntry(pe.hdr, p.Header) || p.Seq > pe.hdr.Seq {
-		// Another entry's part, or a part missing before this one: the
-		// open entry can never complete, and this part has no first.
-		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
+	if !sameEntry(pe.hdr, p.Header) {
+		// Another entry's part: not the open entry's writer going on (a
+		// writer writes an entry's parts one after another), so another
+		// writer's, whose first part the reader did not see. The open
+		// entry may still complete.
+		return Step{Drop: Drop{Reason: DropOrphan, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
+	}
+	if p.Seq > pe.hdr.Seq {
+		// A part missing before this one: the open entry can never
+		// complete, and this part has no first.
+		return Step{Drop: a.abandon(w, pe, offset), Dropped: true}, nil
 	}
 	if p.Seq < pe.hdr.Seq {
 		pe.last = max(pe.last, offset)
 		return Step{Drop: Drop{Reason: DropDuplicate, Region: p.Region, First: offset, Last: offset}, Dropped: true}, nil
 	}
 	if uint64(pe.n)+uint64(len(p.Data)) > uint64(pe.hdr.Size) {
-		return Step{Drop: a.abandon(p.Region, pe, offset), Dropped: true}, nil
+		return Step{Drop: a.abandon(w, pe, offset), Dropped: true}, nil
 	}
 	if !pe.spilled {
 		pe.data = appendPart(pe.data, p.Data, pe.hdr.Size)
@@ -175,9 +193,9 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	if p.Kind == KindMiddle {
 		return st, nil
 	}
-	delete(a.open, p.Region)
+	delete(a.open, w)
 	a.openBytes -= int64(len(pe.data))
-	a.last[p.Region] = done{size: p.Size, crc: p.EntryCRC, lastSeq: p.Seq, split: true}
+	a.last[w] = done{size: p.Size, crc: p.EntryCRC, lastSeq: p.Seq, split: true}
 	if uint64(pe.n) != uint64(pe.hdr.Size) {
 		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
 			ErrMalformed, p.Region, pe.first, offset, pe.n, pe.hdr.Size)
@@ -191,11 +209,11 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	return st, nil
 }
 
-// Spill drops the data of region's open entry, which goes on being checked
+// Spill drops the data of w's open entry, which goes on being checked
 // part by part and completes without data (Assembled.Spilled). It returns
-// the bytes freed (0 when the region has no open entry with data).
-func (a *Assembler) Spill(region uint64) int64 {
-	pe := a.open[region]
+// the bytes freed (0 when w has no open entry with data).
+func (a *Assembler) Spill(w Writer) int64 {
+	pe := a.open[w]
 	if pe == nil || pe.spilled {
 		return 0
 	}
@@ -205,11 +223,21 @@ func (a *Assembler) Spill(region uint64) int64 {
 	return n
 }
 
-// EachOpen calls fn with the region, first offset and data bytes held
+// Abandon gives up w's open entry, if any, as incomplete: its writer can
+// write no more of it (its later records are fenced).
+func (a *Assembler) Abandon(w Writer) (Drop, bool) {
+	pe := a.open[w]
+	if pe == nil {
+		return Drop{}, false
+	}
+	return a.abandon(w, pe, pe.last), true
+}
+
+// EachOpen calls fn with the writer, first offset and data bytes held
 // (0 once spilled) of every open entry, until fn returns false.
-func (a *Assembler) EachOpen(fn func(region uint64, first, bytes int64) bool) {
-	for r, pe := range a.open {
-		if !fn(r, pe.first, int64(len(pe.data))) {
+func (a *Assembler) EachOpen(fn func(w Writer, first, bytes int64) bool) {
+	for w, pe := range a.open {
+		if !fn(w, pe.first, int64(len(pe.data))) {
 			return
 		}
 	}
@@ -219,17 +247,17 @@ func (a *Assembler) EachOpen(fn func(region uint64, first, bytes int64) bool) {
 // of a read they are incomplete (or continue past the read's end).
 func (a *Assembler) Open() []Drop {
 	out := make([]Drop, 0, len(a.open))
-	for r, pe := range a.open {
-		out = append(out, Drop{Reason: DropIncomplete, Region: r, First: pe.first, Last: pe.last})
+	for w, pe := range a.open {
+		out = append(out, Drop{Reason: DropIncomplete, Region: w.Region, First: pe.first, Last: pe.last})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
 	return out
 }
 
-func (a *Assembler) abandon(region uint64, pe *pending, last int64) Drop {
-	delete(a.open, region)
+func (a *Assembler) abandon(w Writer, pe *pending, last int64) Drop {
+	delete(a.open, w)
 	a.openBytes -= int64(len(pe.data))
-	return Drop{Reason: DropIncomplete, Region: region, First: pe.first, Last: max(pe.last, last)}
+	return Drop{Reason: DropIncomplete, Region: w.Region, First: pe.first, Last: max(pe.last, last)}
 }
 
 // reserveFactor bounds how far ahead of the data received an open entry's

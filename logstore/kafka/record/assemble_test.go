@@ -222,11 +222,17 @@ func TestAssembleIncomplete(t *testing.T) {
 		assertStep(t, dropStep(DropIncomplete, 7, 0, 1), f.add(cut[2]))
 		assert.Empty(t, f.a.Open())
 	})
-	t.Run("by another entry's part", func(t *testing.T) {
+	t.Run("not by another entry's part", func(t *testing.T) {
+		// Another entry's middle or last part (another writer's, whose
+		// first part the reader did not see) is an orphan: the open entry
+		// goes on and completes.
 		f := newFeeder(t, 0)
 		f.add(cut[0])
-		assertStep(t, dropStep(DropIncomplete, 7, 0, 1), f.add(next[1]))
-		assertStep(t, dropStep(DropOrphan, 7, 2, 2), f.add(cut[1]), "the abandoned entry's later parts are orphans")
+		assertStep(t, dropStep(DropOrphan, 7, 1, 1), f.add(next[1]))
+		f.add(cut[1])
+		st := f.add(cut[2])
+		assert.True(t, st.Complete)
+		assert.EqualValues(t, 0, st.Entry.First)
 	})
 	t.Run("by data exceeding the size", func(t *testing.T) {
 		// Parts whose data overflow the declared size (only hand-made
@@ -429,13 +435,13 @@ func TestAssembleSpill(t *testing.T) {
 	a := mustSplit(t, 1, []byte("AAAAAAAAAA"), lim4) // 3 parts
 	b := mustSplit(t, 2, []byte("BBBBBBBB"), lim4)   // 2 parts
 	f := newFeeder(t, 0)
-	require.Zero(t, f.a.Spill(1), "nothing open")
+	require.Zero(t, f.a.Spill(Writer{Region: 1}), "nothing open")
 	assertStep(t, Step{}, f.add(a[0])) // 0
 	assertStep(t, Step{}, f.add(b[0])) // 1
 	assertStep(t, Step{}, f.add(a[1])) // 2
 	require.EqualValues(t, 12, f.a.OpenBytes())
-	require.EqualValues(t, 8, f.a.Spill(1))
-	require.Zero(t, f.a.Spill(1), "spilled already")
+	require.EqualValues(t, 8, f.a.Spill(Writer{Region: 1}))
+	require.Zero(t, f.a.Spill(Writer{Region: 1}), "spilled already")
 	require.EqualValues(t, 4, f.a.OpenBytes())
 	lo, open := f.a.MinOpenFirst()
 	require.True(t, open)
@@ -450,8 +456,51 @@ func TestAssembleSpill(t *testing.T) {
 	// A spilled entry that a part breaks is abandoned as any other.
 	f = newFeeder(t, 0)
 	f.add(a[0])
-	f.a.Spill(1)
+	f.a.Spill(Writer{Region: 1})
 	assertStep(t, dropStep(DropIncomplete, 1, 0, 1), f.add(a[2]))
 	_, open = f.a.MinOpenFirst()
 	require.False(t, open)
+}
+
+// TestAssembleOtherEpochBetweenParts: a region's records of another owner
+// epoch (an old owner's late records between the new owner's parts, and
+// the other way round) are another writer's: they never abandon, complete
+// or move the ID of an entry open under this epoch, and Abandon gives an
+// open entry up for its writer alone.
+func TestAssembleOtherEpochBetweenParts(t *testing.T) {
+	withEpoch := func(ps []Part, epoch uint64) []Part {
+		for i := range ps {
+			ps[i].Epoch = epoch
+		}
+		return ps
+	}
+	b := withEpoch(mustSplit(t, 1, []byte("BBBBBBBBBB"), lim4), 2) // 3 parts
+	a := withEpoch(mustSplit(t, 1, []byte("AAAAAA"), lim4), 1)     // 2 parts
+	w := withEpoch(mustSplit(t, 1, []byte("W"), lim4), 1)          // whole
+	f := newFeeder(t, 0)
+	assertStep(t, Step{}, f.add(b[0]))                                                                                                                                 // 0
+	assertStep(t, Step{Entry: Assembled{Region: 1, Epoch: 1, First: 1, Last: 1, Data: []byte("W"), Size: 1, CRC: Checksum([]byte("W"))}, Complete: true}, f.add(w[0])) // 1
+	assertStep(t, Step{}, f.add(a[0]))                                                                                                                                 // 2
+	assertStep(t, Step{}, f.add(b[1]))                                                                                                                                 // 3
+	st := f.add(a[1])                                                                                                                                                  // 4
+	require.True(t, st.Complete)
+	require.Equal(t, Assembled{Region: 1, Epoch: 1, First: 2, Last: 4, Data: []byte("AAAAAA"), Size: 6, CRC: Checksum([]byte("AAAAAA"))}, st.Entry)
+	st = f.add(b[2]) // 5
+	require.True(t, st.Complete)
+	require.False(t, st.Dropped)
+	require.Equal(t, Assembled{Region: 1, Epoch: 2, First: 0, Last: 5, Data: []byte("BBBBBBBBBB"), Size: 10, CRC: Checksum([]byte("BBBBBBBBBB"))}, st.Entry)
+
+	// Abandon gives up one writer's open entry, not the other's.
+	f = newFeeder(t, 0)
+	f.add(b[0])
+	f.add(a[0])
+	d, ok := f.a.Abandon(Writer{Region: 1, Epoch: 1})
+	require.True(t, ok)
+	require.Equal(t, Drop{Reason: DropIncomplete, Region: 1, First: 1, Last: 1}, d)
+	_, ok = f.a.Abandon(Writer{Region: 1, Epoch: 1})
+	require.False(t, ok, "nothing open under epoch 1 any more")
+	f.add(b[1])
+	st = f.add(b[2])
+	require.True(t, st.Complete)
+	require.EqualValues(t, 0, st.Entry.First)
 }

@@ -560,7 +560,8 @@ func TestEpochRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, ErrMalformed)
 
 	// The first parts of an entry under epoch 1, then its last part under
-	// epoch 2: not the same entry, so the open one is dropped incomplete.
+	// epoch 2: another writer's part, an orphan, which leaves the entry
+	// open under epoch 1 alone.
 	parts, err := Split(9, data, MinBatchBytes+100)
 	require.NoError(t, err)
 	require.Greater(t, len(parts), 2)
@@ -577,7 +578,8 @@ func TestEpochRoundTrip(t *testing.T) {
 		require.False(t, st.Complete)
 		if i == len(parts)-1 {
 			require.True(t, st.Dropped)
-			require.Equal(t, DropIncomplete, st.Drop.Reason)
+			require.Equal(t, DropOrphan, st.Drop.Reason)
 		}
 	}
+	require.Equal(t, []Drop{{Reason: DropIncomplete, Region: 9, First: 0, Last: int64(len(parts) - 2)}}, asm.Open())
 }

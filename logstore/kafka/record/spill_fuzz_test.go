@@ -76,7 +76,7 @@ func FuzzAssembleSpill(f *testing.F) {
 					w.open = false
 				}
 			case 2:
-				freed := a.Spill(region)
+				freed := a.Spill(Writer{Region: region})
 				want := int64(0)
 				if w.open && !w.spilled {
 					want = w.bytes

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -140,51 +141,55 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 		}
 		d.route.cur = f.charge
 		err := func() error {
-			if f.rg != rg || f.from < off {
+			res := &f.res
+			if f.rg != rg || res.off < off {
 				report()
 				rg, off, accFrom = f.rg, f.rg.Start, f.rg.Start
 			}
-			for _, rec := range f.fp.Records {
-				if rec.Offset < off {
-					continue
-				}
-				if rec.Offset >= rg.End {
-					break
-				}
-				if rec.Offset > off {
-					missing, err := d.gap(off, rec.Offset, f.control)
-					if err != nil {
-						return err
-					}
-					if rg.Scan {
-						accountGap(rec.Offset, missing)
-					}
-					off = rec.Offset
-				}
-				region, carries, err := d.handle(ctx, rec)
+		batches:
+			for b, err := range d.reads.batches(d.topic, res) {
 				if err != nil {
-					// Not accounted for: a record that ends the read (one
-					// that fails to decode may be any region's entry) must
-					// not become "no entry" in the index, or the next read
-					// would pass it by.
 					return err
 				}
-				switch {
-				case !rg.Scan:
-				case carries == carriesUnknown:
-					skip(rec.Offset, rec.Offset+1)
-				default:
-					runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: carries == carriesNone})
+				for _, rec := range b.records {
+					if rec.Offset < off {
+						continue
+					}
+					if rec.Offset >= rg.End {
+						break batches
+					}
+					if rec.Offset > off {
+						missing, err := d.gap(off, rec.Offset, res.control)
+						if err != nil {
+							return err
+						}
+						if rg.Scan {
+							accountGap(rec.Offset, missing)
+						}
+						off = rec.Offset
+					}
+					region, carries, err := d.handle(ctx, rec, b.compressed)
+					if err != nil {
+						// Not accounted for: a record that ends the read (one
+						// that fails to decode may be any region's entry) must
+						// not become "no entry" in the index, or the next read
+						// would pass it by.
+						return err
+					}
+					switch {
+					case !rg.Scan:
+					case carries == carriesUnknown:
+						skip(rec.Offset, rec.Offset+1)
+					default:
+						runs = index.AppendRun(runs, index.Run{Start: rec.Offset, Count: 1, Region: region, Foreign: carries == carriesNone})
+					}
+					off = rec.Offset + 1
 				}
-				off = rec.Offset + 1
-			}
-			if f.fp.Err != nil {
-				return &logstore.CorruptError{Namespace: d.topic, Offset: f.next, Err: f.fp.Err}
 			}
 			// Offsets up to next that returned no record must be transaction
 			// markers (see gap).
-			if end := min(f.next, rg.End); end > off {
-				missing, err := d.gap(off, end, f.control)
+			if end := min(res.next, rg.End); end > off {
+				missing, err := d.gap(off, end, res.control)
 				if err != nil {
 					return err
 				}
@@ -220,8 +225,10 @@ const (
 )
 
 // handle decodes one record and feeds the assembler. It reports the
-// record's region, what it carries, and a read-ending error.
-func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying, error) {
+// record's region, what it carries, and a read-ending error. compressed
+// says that rec points into a decompressed batch, which the decoder drops
+// once it is decoded: a whole entry is copied out of it.
+func (d *decoder) handle(ctx context.Context, rec *kgo.Record, compressed bool) (uint64, carrying, error) {
 	r := d.reads
 	d.stats.Records++
 	p, err := record.Decode(rec.Key, rec.Value)
@@ -230,7 +237,23 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying
 		return 0, carriesNone, nil
 	}
 	if err == nil && p.Kind == record.KindClaim {
-		return 0, carriesNone, nil // where an epoch begins; the claims topic says what it means
+		// Where an epoch begins; the claims topic says what it means. An
+		// entry of an older epoch still open here can complete only with
+		// records above it, which a committed claim fences: give it up
+		// now rather than hold what follows behind it.
+		var stale []record.Writer
+		d.asm.EachOpen(func(w record.Writer, _, _ int64) bool {
+			if w.Region == p.Region && r.opts.Host.Fenced(d.topic, w.Region, rec.Offset+1, w.Epoch) {
+				stale = append(stale, w)
+			}
+			return true
+		})
+		for _, w := range stale {
+			if err := d.abandonFenced(ctx, w, rec.Offset); err != nil {
+				return 0, carriesNone, err
+			}
+		}
+		return 0, carriesNone, nil
 	}
 	if err != nil {
 		kind := "corrupt"
@@ -259,6 +282,15 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying
 		d.beforeStart++
 		return p.Region, carriesEntry, nil
 	}
+	if r.opts.Host.Fenced(d.topic, p.Region, rec.Offset, p.Epoch) {
+		// An older owner's record above a newer owner's claim: dropped
+		// before the assembler, so that it never abandons, completes or
+		// moves an entry of the owner that claimed the region. A split
+		// entry with any part above the claim was never acknowledged (its
+		// writer's check came after that part), so it is left incomplete.
+		d.fence(rec.Offset, p.Kind == record.KindWhole || p.Kind == record.KindFirst)
+		return p.Region, carriesEntry, d.abandonFenced(ctx, record.Writer{Region: p.Region, Epoch: p.Epoch}, rec.Offset)
+	}
 	if p.Kind == record.KindFirst && int64(p.Size) > r.opts.MaxEntryBytes {
 		return p.Region, carriesEntry, fmt.Errorf("kwal: read %q: the entry of region %d at offset %d holds %d bytes, more than a read of this store may hold (%d): %w",
 			d.topic, p.Region, rec.Offset, p.Size, r.opts.MaxEntryBytes, ErrHoldExceeded)
@@ -281,13 +313,13 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record) (uint64, carrying
 		r.log.Warn("kwal: skipping an entry that fails its checksum", "topic", d.topic, "offset", rec.Offset, "err", err)
 		return p.Region, carriesEntry, nil
 	}
-	if st.Complete && r.opts.Host.Fenced(d.topic, st.Entry.Region, st.Entry.First, st.Entry.Epoch) {
-		d.fence(st.Entry)
-		st.Complete = false
-	}
 	if st.Complete {
 		e := st.Entry
-		if err := d.route.dispatch(ctx, assembled{Assembled: e, inResponse: e.First == e.Last && !e.Spilled}); err != nil {
+		whole := e.First == e.Last && !e.Spilled
+		if whole && compressed {
+			e.Data = bytes.Clone(e.Data)
+		}
+		if err := d.route.dispatch(ctx, assembled{Assembled: e, inResponse: whole && !compressed}); err != nil {
 			return p.Region, carriesEntry, err
 		}
 	}
@@ -337,23 +369,41 @@ func (d *decoder) gap(from, to int64, control []offsetSpan) ([]offsetSpan, error
 	return missing, nil
 }
 
-// fence drops a fenced entry (its data is no longer held: the assembler
-// let it go when it completed): it is counted, and its offsets join the
-// span logged when the pass ends.
-func (d *decoder) fence(e record.Assembled) {
-	if d.stats.Fenced == 0 {
-		d.fenced = offsetSpan{e.First, e.Last + 1}
+// abandonFenced gives up w's open entry (if it has one), whose writer is
+// fenced from off on: the entry's first part lies below the claim and the
+// rest, if any, above it, so it was never acknowledged. It counts as a
+// fenced entry.
+func (d *decoder) abandonFenced(ctx context.Context, w record.Writer, off int64) error {
+	before := d.asm.OpenBytes()
+	if _, ok := d.asm.Abandon(w); !ok {
+		return nil
 	}
-	d.fenced.to = e.Last + 1
-	d.stats.Fenced++
-	d.reads.metrics.fenced.Inc()
+	d.reads.hold.add(d.asm.OpenBytes() - before)
+	d.fence(off, true)
+	if len(d.route.waiting) > 0 {
+		return d.route.release(ctx, false)
+	}
+	return nil
+}
+
+// fence notes a fenced record: its offset joins the span logged when the
+// pass ends, and an entry's first record counts the entry.
+func (d *decoder) fence(off int64, entry bool) {
+	if d.fenced.to == 0 {
+		d.fenced.from = off
+	}
+	d.fenced.to = off + 1
+	if entry {
+		d.stats.Fenced++
+		d.reads.metrics.fenced.Inc()
+	}
 }
 
 // flushMetrics adds the pass's per-record counts to the metrics.
 func (d *decoder) flushMetrics() {
 	d.reads.metrics.skipped.WithLabelValues("other_region").Add(float64(d.otherRegion))
 	d.reads.metrics.skipped.WithLabelValues("before_start").Add(float64(d.beforeStart))
-	if d.stats.Fenced > 0 {
+	if d.fenced.to > 0 {
 		d.reads.log.Warn("kwal: read skipped entries an older owner wrote after a newer owner's claim (fenced)", "topic", d.topic,
 			"entries", d.stats.Fenced, "first_offset", d.fenced.from, "last_offset", d.fenced.to-1)
 	}

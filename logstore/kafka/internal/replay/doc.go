@@ -56,32 +56,87 @@
 // fetch when its bytes stream in less time than a fetch's round trip, with
 // the latency and the streaming rate measured from the pass's own fetches
 // (rate.go; priors until they are measured), within half the pass's
-// planned offsets (gapShare). Until a pass knows what an offset weighs, each indexed range
-// starts with a one-batch fetch. docs/benchmarks.md records what each of
-// these rules was measured to save, and the mechanisms removed because they
-// saved nothing.
+// planned offsets (gapShare). Until a pass knows what an offset weighs, each
+// indexed range starts with a one-batch fetch (a blind fetch would read
+// through other regions' records). docs/benchmarks.md records what these
+// rules were measured to save.
 //
 // # Memory
 //
-// Two budgets hold for the whole store, whatever the number of reads:
+// What a store's reads hold, whatever their number:
 //
-//   - Fetched bytes (Pool): each fetch is charged its byte limit when it
-//     starts (its response's size once landed, when that is more) until its
-//     response is decoded and every read took the entries it got from it.
-//     A fetch starts within FetchMaxBytes; the head of a pass's queue,
-//     which everything else of the pass waits for, may go to twice that.
-//     One connection carries one fetch at a time, store-wide.
-//   - Held entry data (HoldBytes): open entries, and entries waiting for an
-//     open entry of their read. Over the budget (which each pass may pass
-//     by the one entry whose arrival made it over), the pass spills the
-//     largest entry it holds and reads it back from the log when its turn
-//     comes, so an entry no longer than MaxEntryBytes is always returned.
+//   - Fetched bytes (Pool): a fetch is charged its byte limit, and at
+//     least one batch of Options.BatchBytes, from its start until the
+//     decoder has decoded its response and every read has taken the
+//     entries that point into it. Responses stay as the broker sent them:
+//     a compressed batch is charged its wire bytes, since it is only
+//     decompressed when the decoder reaches it.
+//   - Decompressed batches: a pass's decoder decompresses one batch at a
+//     time and copies out what it keeps (parts into the assembler, whole
+//     entries into the hold budget), so it holds at most one batch's
+//     records beyond them: a batch its writer sized (MaxBatchBytes counts
+//     a batch's uncompressed bytes).
+//   - Held entry data (HoldBytes): open entries, entries waiting behind an
+//     open entry of their read, and copied entries handed to reads and not
+//     yet taken. Over the budget, the pass spills the largest open or
+//     waiting entry (its data dropped, its checks kept) and reads it back
+//     from the log when its turn comes, one entry at a time store-wide.
 //
-// A spilled entry is read back one at a time store-wide, charged without
-// waiting (the decoder reading it back holds what the others wait for). So
-// a store's reads hold at most about 3×FetchMaxBytes + HoldBytes +
-// MaxEntryBytes, and a batch per connection by which responses may pass
-// the byte limits they asked for (Config.ReadMemoryBound).
+// Config.ReadMemoryBound adds these up.
+//
+// # Liveness
+//
+// Every wait of the read path, who ends it, and why that party never waits
+// for the waiter. Network calls (fetches, ListOffsets, the claims
+// catch-up) end within RequestTimeout or their context; every other wait
+// below also ends with the read's context or Close.
+//
+//   - A read waits for its next batch of entries (sub.out). The pass's
+//     decoder sends it, or the pass's end closes it. The decoder waits for
+//     this read only to hand it a batch while it has one not yet taken
+//     (flush), and the read takes it without waiting for the pass.
+//   - The decoder waits for the fetcher's next response. The fetcher sends
+//     it once the head chunk landed; the fetcher waits for the decoder only
+//     in that send, and keeps landing and starting chunks meanwhile.
+//   - The decoder waits for a read to take a batch (flush). The read's
+//     caller takes it; a read that leaves (break, cancel) is dropped. This
+//     is the only wait on a caller, and it holds at most two batches per
+//     read: the one taken and the one waiting.
+//   - The fetcher waits for its head chunk to land: the fetch goroutine
+//     lands it (network).
+//   - The fetcher waits for the Pool to start its head chunk. Heads have a
+//     budget of their own (Pool), and one head starts whenever no head is
+//     charged, so a head waits only for other heads, which their decoders
+//     take without waiting for it, and for entries reads were handed from
+//     them, which their callers take: never for a chunk behind a head.
+//     A read started in the loop body of another starts its heads while
+//     the outer read's pinned entries leave room for one. Every fetch is
+//     charged at least a batch of this store's size, so a response never
+//     outgrows its charge unless another store wrote larger batches; such
+//     an excess is charged when it lands, without waiting, since the
+//     response is here.
+//   - The fetcher of a cohort's pass waits for its cohort reads to be
+//     placed: each read places itself when it joins a pass or returns,
+//     and looks its bounds up before, never waiting for this pass.
+//   - A starting read waits at most joinWait for a running pass to answer
+//     its join, then starts a pass of its own.
+//   - Read-backs take turns store-wide (readBackTurn). A turn's holder
+//     waits only for fetches, charged without waiting for the Pool (the
+//     decoder reading back holds what the others wait for).
+//   - Nothing waits for the hold budget: over it, a pass spills instead.
+//
+// The largest units a read can meet, and where each fits:
+//
+//   - a response: at most FetchMaxBytes, or one batch larger than asked
+//     for, which Kafka returns whole: charged when it lands;
+//   - a batch's decompressed records: decoded alone, not charged beyond
+//     what is copied out of it;
+//   - an entry of MaxEntryBytes: HoldBytes is at least MaxEntryBytes
+//     (Config.Validate), and an open entry beyond the budget is spilled,
+//     not waited for;
+//   - a log written with larger limits by another store: an entry longer
+//     than MaxEntryBytes fails the read with ErrHoldExceeded, naming its
+//     offset; larger batches are charged as they land.
 //
 // # Invariants
 //

@@ -4,12 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
@@ -86,18 +83,13 @@ type fetchStats struct {
 }
 
 // fetched is one message from the fetcher to the decoder: a response for
-// the chunk rg fetched at from, a final error, or a read joining the pass.
+// the chunk rg, a final error, or a read joining the pass.
 type fetched struct {
-	rg   index.Range
-	from int64 // the offset fetched at
-	fp   kgo.FetchPartition
-	next int64 // the offset after the last record processed
-	// control are the offsets of the control batches (transaction markers)
-	// in the response: they hold no record, and are no gap.
-	control []offsetSpan
-	charge  *charge // the response's share of the Pool; the decoder holds one reference
-	err     error
-	join    *sub
+	rg     index.Range
+	res    fetchResult
+	charge *charge // the response's share of the Pool; the decoder holds one reference
+	err    error
+	join   *sub
 }
 
 // chunk is a queued fetch (or, with join set, a join marker).
@@ -115,7 +107,8 @@ type chunk struct {
 	// there (isLanded).
 	res      fetchResult
 	isLanded bool
-	charged  int64 // its bytes in the Pool
+	charged  int64  // its bytes in the Pool
+	budget   budget // the Pool budget they are charged to
 	join     *sub
 }
 
@@ -133,20 +126,13 @@ func mode(rg index.Range) string {
 	return "indexed"
 }
 
-// target is a chunk's size in fetched bytes: ChunkBytes of memory once
-// processed (a compressed log's chunks fetch fewer bytes).
-func (f *fetcher) target() float64 {
-	return float64(f.reads.opts.ChunkBytes) / f.est.memoryPerByte()
-}
-
 // limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
 // little above it, so that the broker's whole batches reach the chunk's
 // end (an estimate just short costs another fetch for the chunk's last
-// offsets), and at most what takes FetchMaxBytes of memory once processed.
-// What a chunk gets beyond its end the next chunk fetches again.
+// offsets), and at most FetchMaxBytes. What a chunk gets beyond its end
+// the next chunk fetches again.
 func (f *fetcher) limit(est float64) int32 {
-	est = est*1.02 + 1
-	return int32(min(max(est, 1), max(float64(f.reads.opts.FetchMaxBytes)/f.est.memoryPerByte(), 1)))
+	return int32(min(max(est*1.02+1, 1), float64(f.reads.opts.FetchMaxBytes)))
 }
 
 // run fetches until the plan is done, an error is sent, or ctx ends. accept
@@ -243,11 +229,11 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		f.started--
 		f.stats.fetches++
 		f.stats.bytes += int64(res.bytes)
-		chg := newCharge(f.reads.pool, f.charged, head.charged)
+		chg := newCharge(f.reads.pool, head.budget, f.charged, head.charged)
 		head.charged = 0 // the charge is the decoder's now
 		res, err := f.settle(ctx, head, res)
-		// A response fetched again by settle is charged its memory too.
-		chg.grow(int64(res.held) - chg.bytes)
+		// A response fetched again by settle is charged its bytes too.
+		chg.grow(int64(res.bytes) - chg.bytes)
 		if err != nil {
 			chg.done()
 			if err = f.pastPruned(ctx, err); err == nil {
@@ -257,16 +243,16 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			return
 		}
 		if res.bytes > 0 {
-			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.held, res.next-res.base)
+			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.next-res.base)
 			f.reads.sizes.measured(f.topic, f.est)
 		}
-		if !send(fetched{rg: head.rg, from: head.off, fp: res.fp, next: res.next, control: res.control, charge: chg}) || res.fp.Err != nil {
+		if !send(fetched{rg: head.rg, res: res, charge: chg}) {
 			return
 		}
 		head.res = fetchResult{} // the decoder's now
 		f.sent = max(f.sent, min(res.next, head.rg.End))
 		if rest := (index.Range{Start: res.next, End: head.rg.End, Scan: head.rg.Scan}); rest.Start < rest.End &&
-			len(f.queue) == 1 && rest.End == f.frontier && f.est.bytes(rest.End-rest.Start) > f.target() {
+			len(f.queue) == 1 && rest.End == f.frontier && f.est.bytes(rest.End-rest.Start) > float64(f.reads.opts.ChunkBytes) {
 			// A big rest with nothing queued behind it (the first fetch,
 			// sent before the pass knew what an offset weighs, took a
 			// whole range): back to the plan, to be cut into chunks that
@@ -312,7 +298,7 @@ func (f *fetcher) releaseQueue() {
 	for _, c := range f.queue {
 		if c != nil && c.charged > 0 {
 			f.charged.Add(-c.charged)
-			f.reads.pool.release(c.charged)
+			f.reads.pool.release(c.budget, c.charged)
 			c.charged = 0
 		}
 	}
@@ -336,7 +322,7 @@ func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchR
 			f.stats.fetches++
 			f.stats.bytes += int64(res.bytes)
 		}
-		if res.fp.Err != nil || res.next > c.off {
+		if res.next > c.off {
 			return res, nil
 		}
 		if maxBytes >= f.reads.opts.FetchMaxBytes {
@@ -351,20 +337,22 @@ func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchR
 var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 
 // start sends c's fetch on a free connection of the store, when the Pool
-// has one and its bytes (head: c is the first chunk of the queue, which
-// everything else of the pass waits for), and reports whether it did.
+// has one and its bytes, and reports whether it did. head says that c is
+// the first chunk of the queue, which everything else of the pass waits
+// for: it is charged to the heads' budget (Pool).
 func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, head bool) bool {
-	// Charged the memory what it asks for is expected to take; a response
-	// that takes more (Kafka returns a batch whole, and a one-batch probe
-	// asks for 1 byte; a batch compressed harder than expected) is charged
-	// the excess when it lands (land). Charging every fetch a whole batch
-	// up front would keep most small fetches of an indexed read off the
-	// wire.
-	n := int64(math.Ceil(float64(c.maxBytes) * f.est.memoryPerByte()))
-	conn, onWire, ok := f.reads.pool.take(n, head)
+	// Charged what it asks for, and at least a batch of this store's
+	// size: a response holds at least one whole batch (Kafka returns the
+	// first batch whole, and a one-batch probe asks for 1 byte), so the
+	// chunks behind a head do not outgrow what they were charged. A batch
+	// larger still (written by a store with a larger MaxBatchBytes) is
+	// charged its excess when it lands (land).
+	n := max(int64(c.maxBytes), f.reads.opts.BatchBytes)
+	conn, onWire, ok := f.reads.pool.take(n, budgetOf(head))
 	if !ok {
 		return false
 	}
+	c.budget = budgetOf(head)
 	f.charged.Add(n)
 	c.started, c.conn, c.onWire, c.charged = true, conn, onWire, n
 	f.started++
@@ -380,20 +368,18 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 		select {
 		case f.landed <- c:
 		case <-ctx.Done():
-			f.reads.pool.landed(c.conn, 0)
+			f.reads.pool.landed(c.conn, c.budget, 0)
 		}
 	}()
 	return true
 }
 
-// land notes a landed response: its connection is free, and what it holds
-// until the decoder takes it counts in the Pool at the memory it takes (a
-// one-batch probe asks for 1 byte and gets a whole batch; a compressed
-// batch takes its decompressed size besides).
+// land notes a landed response: its connection is free, and it counts in
+// the Pool at its bytes until the decoder and the reads are done with it.
 func (f *fetcher) land(c *chunk) {
 	c.isLanded = true
-	extra := max(int64(c.res.held)-c.charged, 0)
-	c.onWireEnd = f.reads.pool.landed(c.conn, extra)
+	extra := max(int64(c.res.bytes)-c.charged, 0)
+	c.onWireEnd = f.reads.pool.landed(c.conn, c.budget, extra)
 	f.charged.Add(extra)
 	c.charged += extra
 }
@@ -420,10 +406,10 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 			head = false
 		}
 		// Until the pass knows what an offset weighs, ranges start with a
-		// one-batch fetch each (indexed ones run concurrently); a scan
-		// range waits for the first answer, which sizes its chunks. A
-		// larger first fetch could take many times its bytes in memory
-		// once decompressed: one batch takes at most MaxBatchBytes.
+		// one-batch fetch each (indexed ones run concurrently): a fetch of
+		// an indexed range sized blind would read through other regions'
+		// records. A scan range waits for the first answer, which sizes
+		// its chunks.
 		if len(f.pending) == 0 || (!f.est.known() && f.started > 0 && f.pending[0].Scan) {
 			return
 		}
@@ -438,7 +424,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 func (f *fetcher) cut() *chunk {
 	f.cutAny = true
 	rg := f.pending[0]
-	target := f.target()
+	target := float64(f.reads.opts.ChunkBytes)
 	if !f.est.known() {
 		f.pending = f.pending[1:]
 		f.frontier = rg.End

@@ -11,24 +11,25 @@ import (
 //
 //   - A connection carries one fetch at a time, store-wide: a broker serves
 //     one request per connection at a time, so a second fetch on a busy
-//     connection would only queue behind the first (a small fetch behind a
-//     large chunk).
-//   - Bytes: a fetch is charged the memory its byte limit is expected to
-//     take once processed when it starts (the memory its response takes
-//     once landed, when that is more: a compressed batch decompressed, or a
-//     batch Kafka returned whole) until its response is decoded and
-//     every read has taken the entries it got from it: in flight, waiting for
-//     the decoder, being decoded, handed over and not yet yielded. A fetch
-//     starts while the charges stay within the limit (FetchMaxBytes); the
-//     head of a pass's queue (the fetch everything else of the pass waits
-//     for) may go up to twice the limit. So a pass whose chunks behind the
-//     head hold its share, or a read started in the loop body of another
-//     that holds the rest, still makes progress. The reading back of a
-//     spilled entry (one at a time, store-wide) adds one fetch's limit on
-//     top. A response larger than expected (a batch larger than the bytes
-//     asked for, which Kafka returns whole, or compressed harder than the
-//     pass's estimate) is charged what it takes, so the charges may pass
-//     those limits by such excess.
+//     connection would only queue behind the first.
+//   - Bytes: a fetch is charged its byte limit (at least one batch) when it
+//     starts, and the excess of a larger response when it lands, until the
+//     decoder has decoded it and every read has taken the entries that
+//     point into it. Responses are charged their wire bytes: a compressed
+//     batch is decompressed by the decoder one at a time (batches), and
+//     its entries are copied out into the hold budget.
+//
+// Who waits, and who frees. The bytes are two budgets of the limit each:
+// one for the chunks started behind their pass's head, one for heads (the
+// fetch everything else of its pass waits for). A chunk starts while its
+// budget stays within the limit, or when its budget holds nothing. So a
+// head waits only for other heads, which their decoders take without
+// waiting for it, and for the entries reads were handed from them, which
+// the reads' callers take: never for a chunk that waits for a head. A read
+// started in the loop body of another still starts its heads while what
+// the outer read pins leaves room for one: a head asks for about a chunk
+// (ChunkBytes, FetchMaxBytes spread over the fetch connections), so at the
+// defaults the outer pins a small share of the head budget.
 //
 // Waiters (fetchers with nothing to start) watch Changed, which is closed and
 // replaced whenever a connection or bytes are freed.
@@ -37,8 +38,8 @@ type Pool struct {
 	busy   []bool
 	next   int // the connection the next search starts at
 	limit  int64
-	used   int64
-	peak   int64 // the most used has been (tests check the bound)
+	used   [2]int64 // bytes charged to chunks started behind a head, and to heads (budgets)
+	peak   int64    // the most charged at once, both together (tests check the bound)
 	onWire int
 	wake   chan struct{}
 }
@@ -48,14 +49,28 @@ func NewPool(conns int, limit int64) *Pool {
 	return &Pool{busy: make([]bool, max(conns, 1)), limit: limit, wake: make(chan struct{})}
 }
 
-// take reserves a free connection and n bytes, or reports false when no
-// connection is free or the bytes would pass the limit (twice the limit for
-// a pass's head). It returns the connection and the fetches on the wire,
-// itself included.
-func (p *Pool) take(n int64, head bool) (conn, onWire int, ok bool) {
+// budget is one of the Pool's two budgets.
+type budget int8
+
+const (
+	behindBudget budget = iota // chunks started behind their pass's head
+	headBudget                 // heads, and reading spilled entries back
+)
+
+func budgetOf(head bool) budget {
+	if head {
+		return headBudget
+	}
+	return behindBudget
+}
+
+// take reserves a free connection and n bytes of budget b, or reports false
+// when no connection is free or the bytes do not fit (see Pool). It returns
+// the connection and the fetches on the wire, itself included.
+func (p *Pool) take(n int64, b budget) (conn, onWire int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.fits(n, head) {
+	if p.used[b] > 0 && p.used[b]+n > p.limit {
 		return 0, 0, false
 	}
 	for i := range p.busy {
@@ -63,59 +78,51 @@ func (p *Pool) take(n int64, head bool) (conn, onWire int, ok bool) {
 		if !p.busy[c] {
 			p.busy[c] = true
 			p.next = c + 1
-			p.used += n
-			p.peak = max(p.peak, p.used)
 			p.onWire++
+			p.addLocked(b, n)
 			return c, p.onWire, true
 		}
 	}
 	return 0, 0, false
 }
 
-// fits reports whether n more bytes may be charged; p.mu is held.
-func (p *Pool) fits(n int64, head bool) bool {
-	if head {
-		return p.used+n <= 2*p.limit || p.used == 0
-	}
-	return p.used+n <= p.limit
-}
-
-// readBack charges n bytes for reading a spilled entry back, without
-// waiting: the decoder that reads it back holds the response it is
-// decoding, and the fetchers behind the decoders hold the rest of the
-// budget, so waiting for room here could wait forever. One read-back runs
-// at a time store-wide (readBackTurn), so they add at most one fetch's
-// limit beyond the budget.
-func (p *Pool) readBack(n int64) {
+// add charges n bytes to budget b without waiting: a response that landed
+// larger than it was charged (it is here), or the reading back of a
+// spilled entry (the decoder that reads it back holds what the others wait
+// for; one runs at a time store-wide, readBackTurn).
+func (p *Pool) add(b budget, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.used += n
-	p.peak = max(p.peak, p.used)
+	p.addLocked(b, n)
 }
 
-// landed frees a fetch's connection, and charges extra bytes (a response
-// larger than its limit); it returns the fetches on the wire, itself
-// included.
-func (p *Pool) landed(conn int, extra int64) int {
+func (p *Pool) addLocked(b budget, n int64) {
+	p.used[b] += n
+	p.peak = max(p.peak, p.used[0]+p.used[1])
+}
+
+// landed frees a fetch's connection, and charges extra bytes to b (a
+// response larger than its limit); it returns the fetches on the wire,
+// itself included.
+func (p *Pool) landed(conn int, b budget, extra int64) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.onWire
 	p.busy[conn] = false
 	p.onWire--
-	p.used += extra
-	p.peak = max(p.peak, p.used)
+	p.addLocked(b, extra)
 	p.signal()
 	return n
 }
 
-// release frees n bytes.
-func (p *Pool) release(n int64) {
+// release frees n bytes of budget b.
+func (p *Pool) release(b budget, n int64) {
 	if n == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.used -= n
+	p.used[b] -= n
 	p.signal()
 }
 
@@ -144,34 +151,35 @@ func (p *Pool) Peak() int64 {
 func (p *Pool) Used() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.used
+	return p.used[0] + p.used[1]
 }
 
 // charge is one response's share of the pool, and of its pass's: released
 // once the decoder and every read that got entries from the response are
 // done with it (refs reaches 0).
 type charge struct {
-	refs  atomic.Int32
-	bytes int64
-	pool  *Pool
-	pass  *atomic.Int64 // the pass's bytes charged
+	refs   atomic.Int32
+	bytes  int64
+	pool   *Pool
+	budget budget
+	pass   *atomic.Int64 // the pass's bytes charged
 }
 
-func newCharge(p *Pool, pass *atomic.Int64, bytes int64) *charge {
-	c := &charge{bytes: bytes, pool: p, pass: pass}
+func newCharge(p *Pool, b budget, pass *atomic.Int64, bytes int64) *charge {
+	c := &charge{bytes: bytes, pool: p, budget: b, pass: pass}
 	c.refs.Store(1)
 	return c
 }
 
-// grow charges n more bytes when n > 0 (a response that takes more memory
-// than charged), without waiting, as Pool.readBack: the response is here.
+// grow charges n more bytes when n > 0 (a response larger than charged),
+// without waiting: the response is here.
 func (c *charge) grow(n int64) {
 	if n <= 0 {
 		return
 	}
 	c.bytes += n
 	c.pass.Add(n)
-	c.pool.readBack(n)
+	c.pool.add(c.budget, n)
 }
 
 // hold takes one more reference; nil-safe.
@@ -188,7 +196,7 @@ func (c *charge) done() {
 	}
 	if c.refs.Add(-1) == 0 {
 		c.pass.Add(-c.bytes)
-		c.pool.release(c.bytes)
+		c.pool.release(c.budget, c.bytes)
 	}
 }
 

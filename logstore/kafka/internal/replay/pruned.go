@@ -98,29 +98,26 @@ func (r *Reads) findPruneMark(ctx context.Context, topic string, gen uint64, sta
 	if off > end {
 		off = start // searched a longer log: the topic was recreated
 	}
-	// Each fetch takes at most about FetchMaxBytes of memory once processed.
-	maxBytes := int32(max(float64(r.opts.FetchMaxBytes)/r.sizes.memoryPerByte(topic), 1))
 	for off < end {
-		res, err := r.fetchAt(ctx, topic, &ld, off, maxBytes, "scan")
+		res, err := r.fetchAt(ctx, topic, &ld, off, r.opts.FetchMaxBytes, "scan")
 		if err != nil {
 			return pruneMark{}, false, err
 		}
-		for _, rec := range res.fp.Records {
-			if rec.Offset < off {
-				continue
+		for b, err := range r.batches(topic, &res) {
+			if err != nil {
+				return pruneMark{}, false, err
 			}
-			p, err := record.Decode(rec.Key, rec.Value)
-			if err != nil || p.Kind != record.KindMark {
-				continue
+			for _, rec := range b.records {
+				p, err := record.Decode(rec.Key, rec.Value)
+				if err != nil || p.Kind != record.KindMark {
+					continue
+				}
+				r.noteMarkPart(topic, gen, rec.Offset, p)
+				if pm, ok := r.marks.known(topic); ok && pm.vouches(start, end) {
+					r.setSearchedTo(topic, gen, rec.Offset+1)
+					return pm, true, nil
+				}
 			}
-			r.noteMarkPart(topic, gen, rec.Offset, p)
-			if pm, ok := r.marks.known(topic); ok && pm.vouches(start, end) {
-				r.setSearchedTo(topic, gen, rec.Offset+1)
-				return pm, true, nil
-			}
-		}
-		if res.fp.Err != nil {
-			return pruneMark{}, false, &logstore.CorruptError{Namespace: topic, Offset: res.next, Err: res.fp.Err}
 		}
 		if res.next <= off {
 			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", topic, off, res.bytes)

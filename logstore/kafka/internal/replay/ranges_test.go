@@ -16,53 +16,41 @@ import (
 // measurement, not averaged with it), a small fetch's time as the latency,
 // a big one's as the rate beyond the latency; and the gap rule: read
 // through the offsets that stream in less than a fetch's latency, priced
-// with the priors (500 µs, 1 GB/s) until each is measured. The expansion
-// (memory per fetched byte) follows the responses, never below the last.
+// with the priors (500 µs, 1 GB/s) until each is measured.
 func TestEstimate(t *testing.T) {
-	e := estimate{perOff: 5000, expand: 4, seeded: true}
+	e := estimate{perOff: 5000, seeded: true}
 	require.True(t, e.known())
 	require.EqualValues(t, 100, e.gapWorth(), "nothing measured: the priors, 500 µs at 1 GB/s over 5 KB offsets")
-	e.learn(time.Millisecond, 10_000, 10_000, 10) // small: latency
+	e.learn(time.Millisecond, 10_000, 10) // small: latency
 	require.InDelta(t, 1000, e.perOff, 1e-9, "the seed is replaced")
-	require.InDelta(t, 1, e.memoryPerByte(), 1e-9, "the seed's expansion is replaced")
 	require.InDelta(t, 0.001, e.latency, 1e-12)
 	require.EqualValues(t, 1000, e.gapWorth(), "no rate yet: the measured 1 ms at the prior 1 GB/s over 1 KB offsets")
-	e.learn(5*time.Millisecond, 2_000_000, 2_000_000, 2000) // big: 2 MB in 4 ms beyond the latency
+	e.learn(5*time.Millisecond, 2_000_000, 2000) // big: 2 MB in 4 ms beyond the latency
 	require.InDelta(t, 1000, e.perOff, 1e-9)
 	require.InDelta(t, 5e8, e.rate, 1)
 	require.EqualValues(t, 500, e.gapWorth(), "1 ms at 500 MB/s is 500 KB: 500 offsets of 1 KB")
-	e.learn(time.Millisecond, 1, 1, 0) // nothing learned from an empty advance
+	e.learn(time.Millisecond, 1, 0) // nothing learned from an empty advance
 	require.InDelta(t, 1000, e.perOff, 1e-9)
-	e.learn(time.Millisecond, 1000, 5000, 1) // a compressed batch: 5 bytes of memory per byte fetched
-	require.InDelta(t, 5, e.memoryPerByte(), 1e-9, "at least the last response's")
-	e.learn(time.Millisecond, 1000, 1000, 1)
-	require.InDelta(t, 0.7*5+0.3*1, e.memoryPerByte(), 1e-9, "then averaged down")
 
 	// A latency measured high never makes the rate look infinite.
 	e = estimate{latency: 0.010}
-	e.learn(2*time.Millisecond, 1_000_000, 1_000_000, 100)
+	e.learn(2*time.Millisecond, 1_000_000, 100)
 	require.InDelta(t, 1e9, e.rate, 1, "at least half the fetch is streaming")
 }
 
 // TestSizesSeedANewTopic: a topic no pass measured starts from the size
 // last measured on any topic, as a seed; a measured topic keeps its own;
-// the latency and rate of the last pass carry to the next. A seed's
-// expansion is the largest measured on any topic, so that a compressed
-// topic seeded by an uncompressed one asks for no more than its share.
+// the latency and rate of the last pass carry to the next.
 func TestSizesSeedANewTopic(t *testing.T) {
 	var s sizes
 	require.False(t, func() bool { e := s.start("a"); return e.known() }(), "nothing measured")
-	require.InDelta(t, 1, s.memoryPerByte("a"), 0, "unknown: taken as 1")
-	s.measured("a", estimate{perOff: 100, expand: 3.5})
-	s.measured("b", estimate{perOff: 2000, expand: 1})
+	s.measured("a", estimate{perOff: 100})
+	s.measured("b", estimate{perOff: 2000})
 	e := s.start("a")
 	require.InDelta(t, 100, e.perOff, 0)
-	require.InDelta(t, 3.5, e.expand, 0)
-	require.InDelta(t, 3.5, s.memoryPerByte("a"), 0)
 	require.False(t, e.seeded)
 	e = s.start("c")
 	require.InDelta(t, 2000, e.perOff, 0)
-	require.InDelta(t, 3.5, e.expand, 0, "the seed's expansion is the largest seen")
 	require.True(t, e.seeded)
 	s.finished(estimate{latency: 0.002, rate: 5e8})
 	e = s.start("a")

@@ -6,8 +6,7 @@ import (
 )
 
 // estimate is what a pass learns from its own fetches: how many bytes an
-// offset weighs (to size fetches of a number of offsets), how much memory
-// a fetched byte takes once processed (expand), what a fetch
+// offset weighs (to size fetches of a number of offsets), what a fetch
 // costs before it streams anything (latency) and how fast it streams
 // (rate). It decides one thing beyond sizes: a gap of other regions'
 // records between two planned ranges is read through, in the same fetch,
@@ -18,15 +17,8 @@ import (
 // by the fetches on the wire while it ran (see shareOf), so that fetches
 // that overlap do not each count the others' time.
 type estimate struct {
-	perOff float64 // bytes per offset; 0 until known
-	// expand is the memory a fetched byte takes once processed (see
-	// heldBytes): 1 for uncompressed batches (records point into the
-	// response), about the compression ratio for compressed ones (their
-	// records decompressed). Fetches ask the broker for their memory share
-	// divided by it, so that a compressed log's reads hold what an
-	// uncompressed one's do. 0 until known (taken as 1).
-	expand  float64
-	seeded  bool    // perOff and expand are another topic's: the first measurement replaces them
+	perOff  float64 // bytes per offset; 0 until known
+	seeded  bool    // perOff is another topic's: the first measurement replaces it
 	pinned  bool    // latency and rate are fixed (tests)
 	latency float64 // seconds; 0 until measured
 	rate    float64 // bytes per second; 0 until measured
@@ -42,14 +34,9 @@ func (e *estimate) known() bool { return e.perOff > 0 }
 // bytes estimates the bytes of offsets offsets.
 func (e *estimate) bytes(offsets int64) float64 { return float64(offsets) * e.perOff }
 
-// memoryPerByte is the memory a fetched byte is expected to take once
-// processed (see expand).
-func (e *estimate) memoryPerByte() float64 { return max(e.expand, 1) }
-
 // learn folds in one fetch that took took (its share), returned n
-// record-batch bytes taking held bytes of memory once processed, and
-// advanced offsets offsets.
-func (e *estimate) learn(took time.Duration, n, held int, offsets int64) {
+// record-batch bytes and advanced offsets offsets.
+func (e *estimate) learn(took time.Duration, n int, offsets int64) {
 	if n <= 0 || offsets <= 0 {
 		return
 	}
@@ -60,12 +47,9 @@ func (e *estimate) learn(took time.Duration, n, held int, offsets int64) {
 		return 0.7*old + 0.3*x
 	}
 	if e.seeded {
-		e.perOff, e.expand, e.seeded = 0, 0, false
+		e.perOff, e.seeded = 0, false
 	}
 	e.perOff = avg(e.perOff, float64(n)/float64(offsets))
-	// The larger of the two: a batch compressed harder than the average
-	// would otherwise have the next fetches overshoot by its excess.
-	e.expand = max(avg(e.expand, float64(held)/float64(n)), float64(held)/float64(n))
 	d := took.Seconds()
 	if d <= 0 || e.pinned {
 		return
@@ -116,18 +100,12 @@ func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
 	return time.Duration(float64(took) * 2 / float64(max(atStart, 1)+max(atEnd, 1)))
 }
 
-// sizes keeps each topic's bytes per offset and expansion as the last pass
-// measured them, and the last bytes per offset measured on any topic with
-// the largest expansion, so that a pass starts with sized fetches: a pass
-// that knows nothing of its topic probes each range with a one-batch fetch
-// first. A wrong size costs fetches or bytes, never records: the reader
-// keeps exactly each chunk's offsets, and a short response is continued.
-// A seed's expansion is the largest the store saw, so that a pass of a
-// compressed topic seeded by an uncompressed one does not ask for more than
-// its memory share; a topic compressed harder than any the store read
-// before may still pass its share on the fetches its first pass starts
-// before the first lands (the Pool charges each response its memory once
-// it landed, so nothing starts after that until it is freed).
+// sizes keeps each topic's bytes per offset as the last pass measured
+// it, and the last measured on any topic, so that a pass starts with sized
+// fetches: a pass that knows nothing of its topic probes each range with a
+// one-batch fetch first. A wrong size costs fetches or bytes, never
+// records: the reader keeps exactly each chunk's offsets, and a short
+// response is continued.
 //
 // It also keeps the last pass's latency and rate, where the next pass
 // starts (the broker's costs are the store's, not a topic's), so that the
@@ -135,9 +113,7 @@ func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
 type sizes struct {
 	mu            sync.Mutex
 	perOff        map[string]float64
-	expand        map[string]float64
 	last          float64
-	maxExpand     float64
 	latency, rate float64
 }
 
@@ -145,9 +121,9 @@ type sizes struct {
 func (s *sizes) start(topic string) estimate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := estimate{perOff: s.perOff[topic], expand: s.expand[topic], latency: s.latency, rate: s.rate}
+	e := estimate{perOff: s.perOff[topic], latency: s.latency, rate: s.rate}
 	if e.perOff == 0 && s.last > 0 {
-		e.perOff, e.expand, e.seeded = s.last, s.maxExpand, true
+		e.perOff, e.seeded = s.last, true
 	}
 	return e
 }
@@ -164,7 +140,7 @@ func (s *sizes) finished(e estimate) {
 	}
 }
 
-// measured records a topic's bytes per offset and expansion.
+// measured records a topic's bytes per offset.
 func (s *sizes) measured(topic string, e estimate) {
 	if e.perOff <= 0 {
 		return
@@ -172,25 +148,15 @@ func (s *sizes) measured(topic string, e estimate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perOff == nil {
-		s.perOff, s.expand = make(map[string]float64), make(map[string]float64)
+		s.perOff = make(map[string]float64)
 	}
 	s.perOff[topic], s.last = e.perOff, e.perOff
-	s.expand[topic] = e.expand
-	s.maxExpand = max(s.maxExpand, e.expand)
-}
-
-// memoryPerByte is the expansion last measured on topic (1 when unknown).
-func (s *sizes) memoryPerByte(topic string) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return max(s.expand[topic], 1)
 }
 
 func (s *sizes) forget(topic string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.perOff, topic)
-	delete(s.expand, topic)
 }
 
 // startEstimate is a new pass's estimate for topic (pinned by a test hook,

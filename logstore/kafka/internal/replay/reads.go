@@ -37,10 +37,10 @@ type Host interface {
 	// leaves the index alone. gen is the topic's generation when the read
 	// began (Gate).
 	StartIndex(topic string, gen uint64, start, end int64) (w int64, lost bool)
-	// Fenced reports whether the entry of region with epoch whose first
-	// record is at offset is fenced by a newer owner's claim (package
-	// claim): a read never yields it. It is called for every complete
-	// entry of a region read, so it must be cheap.
+	// Fenced reports whether a record of region with epoch at offset is
+	// fenced by a newer owner's claim (package claim): a read drops it
+	// before reassembly. It is called for every record of a region read,
+	// so it must be cheap.
 	Fenced(topic string, region uint64, offset int64, epoch uint64) bool
 	// Sync brings what Fenced knows up to date; a pass calls it once,
 	// before it decodes its first record (its fetches and joins go on
@@ -62,6 +62,10 @@ type Options struct {
 	// ChunkBytes is the most one fetch asks for where a planned range is
 	// longer.
 	ChunkBytes int64
+	// BatchBytes is the largest record batch the store writes
+	// (Config.MaxBatchBytes): every fetch is charged at least that much,
+	// since a response holds at least one whole batch.
+	BatchBytes int64
 	// HoldBytes bounds the entry data all reads hold before yielding it
 	// (entries still open, and those waiting behind an open one); beyond
 	// it they spill entries and read them again when their turn comes.
@@ -237,6 +241,10 @@ type Request struct {
 	From  map[logstore.RegionID]logstore.EntryID
 	// NoIndex scans the whole range instead of the index's plan.
 	NoIndex bool
+	// End, when above 0, ends the read below that offset if the log ends
+	// further: it yields only the entries whose every record lies below
+	// it (a claim's sealed history).
+	End int64
 }
 
 // Read runs one read, handing its entries to yield in ID order, up to the
@@ -268,6 +276,9 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 	}
 	// Every way out before joining a pass releases the read's cohort.
 	defer pl.placed()
+	if req.End > 0 {
+		end = min(end, req.End)
+	}
 	offs := make(map[uint64]int64, len(req.From))
 	lo := end
 	var below []regionFrom // regions asking for offsets below the log start

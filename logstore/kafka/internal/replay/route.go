@@ -197,8 +197,8 @@ func (rt *router) release(ctx context.Context, all bool) error {
 // firstOpen is the first offset of the earliest entry still open in one of
 // ro's regions; open is false when none is.
 func (rt *router) firstOpen(ro *route) (first int64, open bool) {
-	rt.asm.EachOpen(func(region uint64, f, _ int64) bool {
-		if _, mine := ro.sub.from[region]; mine && (!open || f < first) {
+	rt.asm.EachOpen(func(w record.Writer, f, _ int64) bool {
+		if _, mine := ro.sub.from[w.Region]; mine && (!open || f < first) {
 			first, open = f, true
 		}
 		return true
@@ -210,12 +210,12 @@ func (rt *router) firstOpen(ro *route) (first int64, open bool) {
 // over (see router). The open entries' bytes are the assembler's.
 func (rt *router) fit() {
 	for rt.reads.hold.over() {
-		var bestRegion uint64
+		var bestOpen record.Writer
 		best, isOpen := int64(0), false
 		var bestHeld *heldEntry
-		rt.asm.EachOpen(func(region uint64, _, n int64) bool {
+		rt.asm.EachOpen(func(w record.Writer, _, n int64) bool {
 			if n > best {
-				best, bestRegion, isOpen = n, region, true
+				best, bestOpen, isOpen = n, w, true
 			}
 			return true
 		})
@@ -230,7 +230,7 @@ func (rt *router) fit() {
 		case best == 0:
 			return // nothing of this pass's left to spill
 		case isOpen:
-			rt.reads.hold.add(-rt.asm.Spill(bestRegion))
+			rt.reads.hold.add(-rt.asm.Spill(bestOpen))
 		default:
 			rt.reads.hold.add(-bestHeld.bytes)
 			bestHeld.bytes = 0
@@ -320,9 +320,9 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 	}
 	defer func() { <-r.readBackTurn }()
 	for off := a.First; off <= a.Last; {
-		r.pool.readBack(int64(r.opts.FetchMaxBytes))
+		r.pool.add(headBudget, int64(r.opts.FetchMaxBytes))
 		data, next, err := rt.readBackFrom(ctx, asm, a, off)
-		r.pool.release(int64(r.opts.FetchMaxBytes))
+		r.pool.release(headBudget, int64(r.opts.FetchMaxBytes))
 		if err != nil || data != nil {
 			if err != nil {
 				return fail(err)
@@ -338,30 +338,30 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 // once it completed, or the offset to fetch next.
 func (rt *router) readBackFrom(ctx context.Context, asm *record.Assembler, a record.Assembled, off int64) ([]byte, int64, error) {
 	r := rt.reads
-	// At most FetchMaxBytes of memory once processed (its charge).
-	maxBytes := int32(max(float64(r.opts.FetchMaxBytes)/r.sizes.memoryPerByte(rt.topic), 1))
-	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, maxBytes, "read back")
+	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, r.opts.FetchMaxBytes, "read back")
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, rec := range res.fp.Records {
-		if rec.Offset < off || rec.Offset > a.Last {
-			continue
+	for b, err := range r.batches(rt.topic, &res) {
+		if err != nil {
+			return nil, 0, err
 		}
-		p, err := record.Decode(rec.Key, rec.Value)
-		if err != nil || p.Kind == record.KindMark || p.Kind == record.KindClaim || p.Region != a.Region {
-			continue
-		}
-		st, err := asm.Add(rec.Offset, p)
-		if err == nil && st.Complete && st.Entry.First == a.First {
-			if st.Entry.Size != a.Size || st.Entry.CRC != a.CRC {
-				return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: fmt.Errorf("%d bytes with CRC %08x, where %d bytes with CRC %08x were read", st.Entry.Size, st.Entry.CRC, a.Size, a.CRC)}
+		for _, rec := range b.records {
+			if rec.Offset > a.Last {
+				break
 			}
-			return bytes.Clone(st.Entry.Data), 0, nil
+			p, err := record.Decode(rec.Key, rec.Value)
+			if err != nil || p.Kind == record.KindMark || p.Kind == record.KindClaim || p.Region != a.Region || p.Epoch != a.Epoch {
+				continue
+			}
+			st, err := asm.Add(rec.Offset, p)
+			if err == nil && st.Complete && st.Entry.First == a.First {
+				if st.Entry.Size != a.Size || st.Entry.CRC != a.CRC {
+					return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: fmt.Errorf("%d bytes with CRC %08x, where %d bytes with CRC %08x were read", st.Entry.Size, st.Entry.CRC, a.Size, a.CRC)}
+				}
+				return bytes.Clone(st.Entry.Data), 0, nil
+			}
 		}
-	}
-	if res.fp.Err != nil {
-		return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: res.next, Err: res.fp.Err}
 	}
 	if res.next <= off {
 		return nil, 0, fmt.Errorf("fetch at offset %d returned no complete record (%d bytes)", off, res.bytes)

@@ -20,13 +20,17 @@ import (
 // The wire side of reads: one fetch request and what Kafka's answers mean
 // (retry after a leader lookup, ErrPruned, a final error).
 
-// fetchResult is one fetch request's outcome.
+// fetchResult is one fetch request's outcome. Its record batches stay as
+// the broker sent them (compressed ones compressed) until the decoder
+// walks them one batch at a time (batches): a response takes its wire
+// bytes, and a compressed batch takes its decompressed size only while its
+// records are decoded.
 type fetchResult struct {
-	fp      kgo.FetchPartition
+	raw     []byte // the partition's record batches
+	off     int64  // the offset fetched at: records below it are not returned
 	next    int64
 	control []offsetSpan  // offsets of the control batches fetched (see frameFacts)
 	bytes   int           // record batch bytes fetched
-	held    int           // memory the processed response takes (heldBytes)
 	base    int64         // first offset of the first batch (may be below the offset asked for)
 	took    time.Duration // the request's round trip
 	retry   error         // a retriable failure: fetch again (after a leader lookup)
@@ -81,17 +85,13 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 	perr := kerr.ErrorForCode(rp.ErrorCode)
 	switch {
 	case perr == nil:
-		n := len(rp.RecordBatches)
-		r.metrics.fetchedBytes.WithLabelValues(topic, mode).Add(float64(n))
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset: off, Topic: topic, Partition: partition,
-		}, rp, r.decompress, nil)
+		raw := rp.RecordBatches
+		r.metrics.fetchedBytes.WithLabelValues(topic, mode).Add(float64(len(raw)))
 		base := off
-		if len(rp.RecordBatches) >= 8 {
-			base = min(off, int64(binary.BigEndian.Uint64(rp.RecordBatches)))
+		if len(raw) >= 8 {
+			base = min(off, int64(binary.BigEndian.Uint64(raw)))
 		}
-		control, compressed, plain := frameFacts(rp.RecordBatches)
-		return fetchResult{fp: fp, next: next, bytes: n, held: heldBytes(n, compressed, plain, fp), base: base, took: took, control: control}
+		return fetchResult{raw: raw, off: off, next: r.frameEnd(topic, raw, off), bytes: len(raw), base: base, took: took, control: controlSpans(raw)}
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return fetchResult{err: r.outOfRange(ctx, topic, off, perr)}
 	case errors.Is(perr, kerr.UnknownTopicOrPartition), errors.Is(perr, kerr.UnknownTopicID):
@@ -176,42 +176,70 @@ func (r *Reads) outOfRange(ctx context.Context, topic string, off int64, cause e
 // offsetSpan is the offsets [from, to).
 type offsetSpan struct{ from, to int64 }
 
-// frameFacts returns the offsets of the complete control batches in a
-// fetch response's record batches, and whether any of its complete batches
-// is compressed, and any is not.
-func frameFacts(raw []byte) (control []offsetSpan, compressed, plain bool) {
+// controlSpans returns the offsets of the complete control batches in a
+// fetch response's record batches: they hold no record, and are no gap.
+func controlSpans(raw []byte) []offsetSpan {
+	var control []offsetSpan
 	for b := range batchFrames(raw) {
 		if b.control && b.next > 0 {
 			control = append(control, offsetSpan{from: b.base, to: b.next})
 		}
-		compressed = compressed || b.compressed
-		plain = plain || !b.compressed
 	}
-	return control, compressed, plain
+	return control
 }
 
-// heldBytes is the memory a processed response of n record-batch bytes
-// takes until its records are dropped. The records of uncompressed batches
-// point into the response; those of compressed batches into buffers they
-// were decompressed to, which may be many times the response, and the
-// response itself is garbage once processed unless an uncompressed
-// batch's records keep it. Record framing inside a decompressed buffer is
-// not counted: a few bytes per record.
-func heldBytes(n int, compressed, plain bool, fp kgo.FetchPartition) int {
-	if !compressed {
-		return n
+// frameEnd is the offset after the last complete batch of raw (off when
+// there is none): format 2 batches say it in their header; an older
+// message set is decoded to find its last offset.
+func (r *Reads) frameEnd(topic string, raw []byte, off int64) int64 {
+	next := off
+	for b := range batchFrames(raw) {
+		if b.v2 && b.next > 0 {
+			next = max(next, b.next)
+			continue
+		}
+		_, n := r.processBatch(topic, b.raw, off)
+		next = max(next, n)
 	}
-	records := 0
-	for _, r := range fp.Records {
-		records += len(r.Key) + len(r.Value)
-		for _, h := range r.Headers {
-			records += len(h.Key) + len(h.Value)
+	return next
+}
+
+// batch is the records of one record batch of a response at or above the
+// offset fetched.
+type batch struct {
+	records    []*kgo.Record
+	compressed bool // its records point into a buffer of their own, not into the response
+}
+
+// batches yields res's complete record batches in order, control batches
+// left out, decompressing each only when its turn comes: what a decoder
+// holds beyond the response is the one batch it decodes. A batch that fails
+// kgo's checks (its CRC, its decompression) ends the walk with an error
+// naming its first offset.
+func (r *Reads) batches(topic string, res *fetchResult) iter.Seq2[batch, error] {
+	return func(yield func(batch, error) bool) {
+		for b := range batchFrames(res.raw) {
+			if b.control || (b.next > 0 && b.next <= res.off) {
+				continue
+			}
+			fp, _ := r.processBatch(topic, b.raw, res.off)
+			if fp.Err != nil {
+				yield(batch{}, &logstore.CorruptError{Namespace: topic, Offset: max(b.base, res.off), Err: fp.Err})
+				return
+			}
+			if !yield(batch{records: fp.Records, compressed: b.compressed}, nil) {
+				return
+			}
 		}
 	}
-	if plain {
-		return n + records
-	}
-	return max(n, records)
+}
+
+// processBatch decodes one record batch (kgo checks its CRC and
+// decompresses it), keeping the records at or above off.
+func (r *Reads) processBatch(topic string, raw []byte, off int64) (kgo.FetchPartition, int64) {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition, rp.RecordBatches = partition, raw
+	return kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: off, Topic: topic, Partition: partition}, &rp, r.decompress, nil)
 }
 
 // batchFrame is what the framing of one record batch in a fetch response
@@ -222,8 +250,8 @@ func heldBytes(n int, compressed, plain bool, fp kgo.FetchPartition) int {
 // 61-byte header; the low 3 bits of its attributes name its compression
 // codec (0: none).
 type batchFrame struct {
-	base int64 // base offset (a log's is never negative; the walk does not check)
-	size int64 // bytes of the whole batch, framing included
+	base int64  // base offset (a log's is never negative; the walk does not check)
+	raw  []byte // the whole batch, framing included
 	// v2: format 2, with a whole header; control and next are valid.
 	v2         bool
 	control    bool
@@ -241,8 +269,8 @@ func batchFrames(raw []byte) iter.Seq[batchFrame] {
 			if length < 5 || 12+length > int64(len(raw)) {
 				return // a partial batch at the end of the response
 			}
-			b := batchFrame{base: int64(binary.BigEndian.Uint64(raw[0:8])), size: 12 + length}
-			if raw[16] == 2 && b.size >= 61 {
+			b := batchFrame{base: int64(binary.BigEndian.Uint64(raw[0:8])), raw: raw[:12+length]}
+			if raw[16] == 2 && len(b.raw) >= 61 {
 				b.v2 = true
 				attrs := binary.BigEndian.Uint16(raw[21:23])
 				b.control, b.compressed = attrs&0x20 != 0, attrs&0x07 != 0
@@ -254,7 +282,7 @@ func batchFrames(raw []byte) iter.Seq[batchFrame] {
 			if !yield(b) {
 				return
 			}
-			raw = raw[b.size:]
+			raw = raw[len(b.raw):]
 		}
 	}
 }
