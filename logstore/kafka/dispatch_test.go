@@ -225,7 +225,7 @@ func TestPartitionErrorInMultiTopicRequest(t *testing.T) {
 }
 
 // TestProduceTimeoutBoundsTheWholeCall protects ProduceTimeout as a bound
-// on the whole AppendBatch call (issue 12: a call queued behind its
+// on the whole AppendBatch call (a call queued behind its
 // region's timed-out produce took 23.8 s with a 15 s timeout). The broker
 // never answers: the first call fails with ErrTimeout (its entries may
 // still be written); a second call of the same region, queued behind it,

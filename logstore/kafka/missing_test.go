@@ -21,7 +21,7 @@ import (
 )
 
 // TestDamagedSegmentIsReported protects against silent loss when the
-// broker loses records (issue 14): a copy of an embedded broker's data
+// broker loses records: a copy of an embedded broker's data
 // directory with 4 KiB garbled in the middle of its segment comes back
 // with its log cut at the damage. Every read of a region that had records
 // past the cut fails with an error matching ErrCorrupt that names the

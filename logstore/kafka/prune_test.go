@@ -133,7 +133,7 @@ func TestPruneReportsARefusal(t *testing.T) {
 	require.Len(t, collect(t, s.Read(ctx, topic, 1, 0)), 2, "nothing was deleted")
 }
 
-// TestPruneKeepsOtherRegionsReplayable is issue 14's simplest case: region
+// TestPruneKeepsOtherRegionsReplayable is pruning's simplest case: region
 // 1 never flushed (replays from ID 1), region 2 flushed its first entry at
 // offset 0, Prune deletes offset 0; region 1's replay from ID 1 must return
 // all of its entries, and so must a restarted store's, with and without its
