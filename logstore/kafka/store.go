@@ -236,7 +236,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	}
 	s.reads = replay.New(replay.Options{
 		Host: readHost{s}, Index: s.index, Conns: cfg.FetchConnections(),
-		FetchMaxBytes: cfg.FetchMaxBytes, ChunkBytes: cfg.FetchChunkBytes(), BatchBytes: int64(cfg.MaxBatchBytes),
+		FetchMaxBytes: cfg.FetchMaxBytes, ChunkBytes: cfg.FetchChunkBytes(),
 		HoldBytes: cfg.ReadHoldBytes, MaxEntryBytes: cfg.MaxEntryBytes,
 		RequestTimeout: cfg.RequestTimeout, RetryBackoff: cfg.RetryBackoff, SkipCorrupt: cfg.SkipCorrupt,
 		Logger: cfg.Logger, Metrics: s.metrics.reads,

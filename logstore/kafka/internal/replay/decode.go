@@ -168,7 +168,7 @@ func (d *decoder) consume(ctx context.Context, ch <-chan fetched) error {
 						}
 						off = rec.Offset
 					}
-					region, carries, err := d.handle(ctx, rec, b.compressed)
+					region, carries, err := d.handle(ctx, rec, b.uncharged)
 					if err != nil {
 						// Not accounted for: a record that ends the read (one
 						// that fails to decode may be any region's entry) must
@@ -225,10 +225,10 @@ const (
 )
 
 // handle decodes one record and feeds the assembler. It reports the
-// record's region, what it carries, and a read-ending error. compressed
-// says that rec points into a decompressed batch, which the decoder drops
-// once it is decoded: a whole entry is copied out of it.
-func (d *decoder) handle(ctx context.Context, rec *kgo.Record, compressed bool) (uint64, carrying, error) {
+// record's region, what it carries, and a read-ending error. uncharged
+// says that rec points into a batch the decoder decompressed, which no
+// Pool charge covers: a whole entry is copied out of it.
+func (d *decoder) handle(ctx context.Context, rec *kgo.Record, uncharged bool) (uint64, carrying, error) {
 	r := d.reads
 	d.stats.Records++
 	p, err := record.Decode(rec.Key, rec.Value)
@@ -316,10 +316,10 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record, compressed bool) 
 	if st.Complete {
 		e := st.Entry
 		whole := e.First == e.Last && !e.Spilled
-		if whole && compressed {
+		if whole && uncharged {
 			e.Data = bytes.Clone(e.Data)
 		}
-		if err := d.route.dispatch(ctx, assembled{Assembled: e, inResponse: whole && !compressed}); err != nil {
+		if err := d.route.dispatch(ctx, assembled{Assembled: e, inResponse: whole && !uncharged}); err != nil {
 			return p.Region, carriesEntry, err
 		}
 	}

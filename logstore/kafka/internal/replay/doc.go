@@ -58,21 +58,25 @@
 // (rate.go; priors until they are measured), within half the pass's
 // planned offsets (gapShare). Until a pass knows what an offset weighs, each
 // indexed range starts with a one-batch fetch (a blind fetch would read
-// through other regions' records). docs/benchmarks.md records what these
-// rules were measured to save.
+// through other regions' records). A chunk asks for the bytes that
+// decompress to about ChunkBytes, at the expansion the pass measured
+// (rate.go): a sizing rule only, which the memory bound does not rest on.
+// docs/benchmarks.md records what these rules were measured to save.
 //
 // # Memory
 //
 // What a store's reads hold, whatever their number:
 //
-//   - Fetched bytes (Pool): a fetch is charged its byte limit, and at
-//     least one batch of Options.BatchBytes, from its start until the
+//   - Fetched bytes (Pool): a fetch is charged its byte limit from its
+//     start (and the excess of a larger response once it lands) until the
 //     decoder has decoded its response and every read has taken the
-//     entries that point into it. Responses stay as the broker sent them:
-//     a compressed batch is charged its wire bytes, since it is only
-//     decompressed when the decoder reaches it.
-//   - Decompressed batches: a pass's decoder decompresses one batch at a
-//     time and copies out what it keeps (parts into the assembler, whole
+//     entries that point into it. A compressed batch adds its records'
+//     bytes once decompressed: its fetch goroutine decompresses a
+//     response's batches ahead of the decoder while the fetch's budget has
+//     room, charging each, and never waits (decodeEarly), so it passes the
+//     budget by at most one batch.
+//   - Decompressed batches: the rest the decoder decompresses one at a
+//     time, copying out what it keeps (parts into the assembler, whole
 //     entries into the hold budget), so it holds at most one batch's
 //     records beyond them: a batch its writer sized (MaxBatchBytes counts
 //     a batch's uncompressed bytes).
@@ -110,11 +114,10 @@
 //     take without waiting for it, and for entries reads were handed from
 //     them, which their callers take: never for a chunk behind a head.
 //     A read started in the loop body of another starts its heads while
-//     the outer read's pinned entries leave room for one. Every fetch is
-//     charged at least a batch of this store's size, so a response never
-//     outgrows its charge unless another store wrote larger batches; such
-//     an excess is charged when it lands, without waiting, since the
-//     response is here.
+//     the outer read's pinned entries leave room for one. A response
+//     larger than its fetch asked for is charged its excess when it lands,
+//     and batches decoded early as they are decompressed, without waiting
+//     (they are here), which delays only later fetches of that budget.
 //   - The fetcher of a cohort's pass waits for its cohort reads to be
 //     placed: each read places itself when it joins a pass or returns,
 //     and looks its bounds up before, never waiting for this pass.

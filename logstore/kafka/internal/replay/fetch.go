@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -129,10 +130,11 @@ func mode(rg index.Range) string {
 // limit turns an estimate of a chunk's bytes into a fetch's byte limit: a
 // little above it, so that the broker's whole batches reach the chunk's
 // end (an estimate just short costs another fetch for the chunk's last
-// offsets), and at most FetchMaxBytes. What a chunk gets beyond its end
-// the next chunk fetches again.
+// offsets), and at most what decompresses to FetchMaxBytes at the
+// expansion measured. What a chunk gets beyond its end the next chunk
+// fetches again.
 func (f *fetcher) limit(est float64) int32 {
-	return int32(min(max(est*1.02+1, 1), float64(f.reads.opts.FetchMaxBytes)))
+	return int32(max(min(est*1.02+1, f.est.chunk(int64(f.reads.opts.FetchMaxBytes))), 1))
 }
 
 // run fetches until the plan is done, an error is sent, or ctx ends. accept
@@ -243,7 +245,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 			return
 		}
 		if res.bytes > 0 {
-			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.next-res.base)
+			f.est.learn(shareOf(res.took, head.onWire, head.onWireEnd), res.bytes, res.next-res.base, res.earlyWire, res.earlyBytes)
 			f.reads.sizes.measured(f.topic, f.est)
 		}
 		if !send(fetched{rg: head.rg, res: res, charge: chg}) {
@@ -252,7 +254,7 @@ func (f *fetcher) run(ctx context.Context, ch chan<- fetched, joins <-chan joinR
 		head.res = fetchResult{} // the decoder's now
 		f.sent = max(f.sent, min(res.next, head.rg.End))
 		if rest := (index.Range{Start: res.next, End: head.rg.End, Scan: head.rg.Scan}); rest.Start < rest.End &&
-			len(f.queue) == 1 && rest.End == f.frontier && f.est.bytes(rest.End-rest.Start) > float64(f.reads.opts.ChunkBytes) {
+			len(f.queue) == 1 && rest.End == f.frontier && f.est.bytes(rest.End-rest.Start) > f.est.chunk(f.reads.opts.ChunkBytes) {
 			// A big rest with nothing queued behind it (the first fetch,
 			// sent before the pass knew what an offset weighs, took a
 			// whole range): back to the plan, to be cut into chunks that
@@ -341,13 +343,14 @@ var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 // the first chunk of the queue, which everything else of the pass waits
 // for: it is charged to the heads' budget (Pool).
 func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, head bool) bool {
-	// Charged what it asks for, and at least a batch of this store's
-	// size: a response holds at least one whole batch (Kafka returns the
-	// first batch whole, and a one-batch probe asks for 1 byte), so the
-	// chunks behind a head do not outgrow what they were charged. A batch
-	// larger still (written by a store with a larger MaxBatchBytes) is
-	// charged its excess when it lands (land).
-	n := max(int64(c.maxBytes), f.reads.opts.BatchBytes)
+	// A response that holds more (Kafka returns the first batch whole, and
+	// a one-batch probe asks for 1 byte) is charged the excess when it
+	// lands (land), which delays only fetches of its own budget.
+	// Charged the memory it is expected to take once its batches are
+	// decoded (decodeEarly), at the expansion measured: what keeps the
+	// fetches started in step with what can be decoded ahead of the
+	// decoder. What it takes beyond is charged as it is decoded.
+	n := min(int64(math.Ceil(float64(c.maxBytes)*max(f.est.expand, 1))), int64(f.reads.opts.FetchMaxBytes))
 	conn, onWire, ok := f.reads.pool.take(n, budgetOf(head))
 	if !ok {
 		return false
@@ -365,10 +368,12 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 		fctx, cancel := context.WithTimeout(ctx, f.reads.opts.RequestTimeout)
 		defer cancel()
 		c.res = f.reads.fetchOnce(fctx, cl, topic, m, c.off, c.maxBytes, md)
+		f.reads.decodeEarly(topic, &c.res, c.budget, n)
 		select {
 		case f.landed <- c:
 		case <-ctx.Done():
 			f.reads.pool.landed(c.conn, c.budget, 0)
+			f.reads.pool.release(c.budget, c.res.earlyCharged)
 		}
 	}()
 	return true
@@ -378,9 +383,11 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 // the Pool at its bytes until the decoder and the reads are done with it.
 func (f *fetcher) land(c *chunk) {
 	c.isLanded = true
-	extra := max(int64(c.res.bytes)-c.charged, 0)
+	// What decodeEarly charged is in the Pool already.
+	c.charged += c.res.earlyCharged
+	extra := max(int64(c.res.bytes)+c.res.earlyBytes-c.charged, 0)
 	c.onWireEnd = f.reads.pool.landed(c.conn, c.budget, extra)
-	f.charged.Add(extra)
+	f.charged.Add(extra + c.res.earlyCharged)
 	c.charged += extra
 }
 
@@ -424,7 +431,7 @@ func (f *fetcher) fill(ctx context.Context, running *sync.WaitGroup) {
 func (f *fetcher) cut() *chunk {
 	f.cutAny = true
 	rg := f.pending[0]
-	target := float64(f.reads.opts.ChunkBytes)
+	target := f.est.chunk(f.reads.opts.ChunkBytes)
 	if !f.est.known() {
 		f.pending = f.pending[1:]
 		f.frontier = rg.End

@@ -86,10 +86,18 @@ func (p *Pool) take(n int64, b budget) (conn, onWire int, ok bool) {
 	return 0, 0, false
 }
 
+// room reports whether budget b is within the limit.
+func (p *Pool) room(b budget) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.used[b] < p.limit
+}
+
 // add charges n bytes to budget b without waiting: a response that landed
-// larger than it was charged (it is here), or the reading back of a
-// spilled entry (the decoder that reads it back holds what the others wait
-// for; one runs at a time store-wide, readBackTurn).
+// larger than it was charged (it is here), batches a fetch goroutine
+// decoded early, or the reading back of a spilled entry (the decoder that
+// reads it back holds what the others wait for; one runs at a time
+// store-wide, readBackTurn).
 func (p *Pool) add(b budget, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -16,25 +16,29 @@ import (
 // measurement, not averaged with it), a small fetch's time as the latency,
 // a big one's as the rate beyond the latency; and the gap rule: read
 // through the offsets that stream in less than a fetch's latency, priced
-// with the priors (500 µs, 1 GB/s) until each is measured.
+// with the priors (500 µs, 1 GB/s) until each is measured. A chunk asks
+// for the bytes that decompress to it, at the expansion measured.
 func TestEstimate(t *testing.T) {
 	e := estimate{perOff: 5000, seeded: true}
 	require.True(t, e.known())
 	require.EqualValues(t, 100, e.gapWorth(), "nothing measured: the priors, 500 µs at 1 GB/s over 5 KB offsets")
-	e.learn(time.Millisecond, 10_000, 10) // small: latency
+	e.learn(time.Millisecond, 10_000, 10, 0, 0) // small: latency
 	require.InDelta(t, 1000, e.perOff, 1e-9, "the seed is replaced")
 	require.InDelta(t, 0.001, e.latency, 1e-12)
 	require.EqualValues(t, 1000, e.gapWorth(), "no rate yet: the measured 1 ms at the prior 1 GB/s over 1 KB offsets")
-	e.learn(5*time.Millisecond, 2_000_000, 2000) // big: 2 MB in 4 ms beyond the latency
+	e.learn(5*time.Millisecond, 2_000_000, 2000, 0, 0) // big: 2 MB in 4 ms beyond the latency
 	require.InDelta(t, 1000, e.perOff, 1e-9)
 	require.InDelta(t, 5e8, e.rate, 1)
 	require.EqualValues(t, 500, e.gapWorth(), "1 ms at 500 MB/s is 500 KB: 500 offsets of 1 KB")
-	e.learn(time.Millisecond, 1, 0) // nothing learned from an empty advance
+	e.learn(time.Millisecond, 1, 0, 0, 0) // nothing learned from an empty advance
 	require.InDelta(t, 1000, e.perOff, 1e-9)
+	require.InDelta(t, 1000, e.chunk(1000), 1e-9, "no compressed batch measured: a chunk of fetched bytes")
+	e.learn(time.Millisecond, 1000, 1, 1000, 5000) // compressed batches: 5 bytes of records per byte fetched
+	require.InDelta(t, 200, e.chunk(1000), 1e-9, "a chunk's records once decompressed")
 
 	// A latency measured high never makes the rate look infinite.
 	e = estimate{latency: 0.010}
-	e.learn(2*time.Millisecond, 1_000_000, 100)
+	e.learn(2*time.Millisecond, 1_000_000, 100, 0, 0)
 	require.InDelta(t, 1e9, e.rate, 1, "at least half the fetch is streaming")
 }
 

@@ -6,7 +6,8 @@ import (
 )
 
 // estimate is what a pass learns from its own fetches: how many bytes an
-// offset weighs (to size fetches of a number of offsets), what a fetch
+// offset weighs (to size fetches of a number of offsets), how many bytes of
+// records a fetched byte decompresses to (expand), what a fetch
 // costs before it streams anything (latency) and how fast it streams
 // (rate). It decides one thing beyond sizes: a gap of other regions'
 // records between two planned ranges is read through, in the same fetch,
@@ -17,8 +18,16 @@ import (
 // by the fetches on the wire while it ran (see shareOf), so that fetches
 // that overlap do not each count the others' time.
 type estimate struct {
-	perOff  float64 // bytes per offset; 0 until known
-	seeded  bool    // perOff is another topic's: the first measurement replaces it
+	perOff float64 // bytes per offset; 0 until known
+	// expand is the bytes of records a fetched byte of compressed batches
+	// decompresses to (0 until measured). Fetches ask for their chunk
+	// divided by it, so that a response of a log that compresses well
+	// decompresses to about a chunk, which its fetch goroutine can decode
+	// within its budget (decodeEarly). It sizes fetches only: the Pool
+	// charges what a response takes, so a wrong expansion costs fetches or
+	// decoding on one goroutine, never memory or progress.
+	expand  float64
+	seeded  bool    // perOff and expand are another topic's: the first measurement replaces them
 	pinned  bool    // latency and rate are fixed (tests)
 	latency float64 // seconds; 0 until measured
 	rate    float64 // bytes per second; 0 until measured
@@ -28,6 +37,10 @@ type estimate struct {
 // bigger fetches measure the rate.
 const smallFetch = 64 << 10
 
+// chunk is what a pass asks of one fetch where a range is longer: about
+// ChunkBytes of records once decompressed.
+func (e *estimate) chunk(chunkBytes int64) float64 { return float64(chunkBytes) / max(e.expand, 1) }
+
 // known reports whether the estimate can size fetches.
 func (e *estimate) known() bool { return e.perOff > 0 }
 
@@ -35,8 +48,9 @@ func (e *estimate) known() bool { return e.perOff > 0 }
 func (e *estimate) bytes(offsets int64) float64 { return float64(offsets) * e.perOff }
 
 // learn folds in one fetch that took took (its share), returned n
-// record-batch bytes and advanced offsets offsets.
-func (e *estimate) learn(took time.Duration, n int, offsets int64) {
+// record-batch bytes and advanced offsets offsets, and whose compressed
+// batches of wire bytes decompressed to mem bytes of records.
+func (e *estimate) learn(took time.Duration, n int, offsets, wire, mem int64) {
 	if n <= 0 || offsets <= 0 {
 		return
 	}
@@ -47,9 +61,12 @@ func (e *estimate) learn(took time.Duration, n int, offsets int64) {
 		return 0.7*old + 0.3*x
 	}
 	if e.seeded {
-		e.perOff, e.seeded = 0, false
+		e.perOff, e.expand, e.seeded = 0, 0, false
 	}
 	e.perOff = avg(e.perOff, float64(n)/float64(offsets))
+	if wire > 0 {
+		e.expand = avg(e.expand, float64(mem)/float64(wire))
+	}
 	d := took.Seconds()
 	if d <= 0 || e.pinned {
 		return
@@ -113,6 +130,7 @@ func shareOf(took time.Duration, atStart, atEnd int) time.Duration {
 type sizes struct {
 	mu            sync.Mutex
 	perOff        map[string]float64
+	expand        map[string]float64
 	last          float64
 	latency, rate float64
 }
@@ -121,7 +139,7 @@ type sizes struct {
 func (s *sizes) start(topic string) estimate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := estimate{perOff: s.perOff[topic], latency: s.latency, rate: s.rate}
+	e := estimate{perOff: s.perOff[topic], expand: s.expand[topic], latency: s.latency, rate: s.rate}
 	if e.perOff == 0 && s.last > 0 {
 		e.perOff, e.seeded = s.last, true
 	}
@@ -148,15 +166,17 @@ func (s *sizes) measured(topic string, e estimate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perOff == nil {
-		s.perOff = make(map[string]float64)
+		s.perOff, s.expand = make(map[string]float64), make(map[string]float64)
 	}
 	s.perOff[topic], s.last = e.perOff, e.perOff
+	s.expand[topic] = e.expand
 }
 
 func (s *sizes) forget(topic string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.perOff, topic)
+	delete(s.expand, topic)
 }
 
 // startEstimate is a new pass's estimate for topic (pinned by a test hook,

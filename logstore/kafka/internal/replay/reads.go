@@ -62,10 +62,6 @@ type Options struct {
 	// ChunkBytes is the most one fetch asks for where a planned range is
 	// longer.
 	ChunkBytes int64
-	// BatchBytes is the largest record batch the store writes
-	// (Config.MaxBatchBytes): every fetch is charged at least that much,
-	// since a response holds at least one whole batch.
-	BatchBytes int64
 	// HoldBytes bounds the entry data all reads hold before yielding it
 	// (entries still open, and those waiting behind an open one); beyond
 	// it they spill entries and read them again when their turn comes.

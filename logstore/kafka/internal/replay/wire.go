@@ -28,6 +28,15 @@ import (
 type fetchResult struct {
 	raw     []byte // the partition's record batches
 	off     int64  // the offset fetched at: records below it are not returned
+	// early are the first batches of raw (control batches included, as
+	// empty ones), decoded by the fetch goroutine (decodeEarly);
+	// earlyBytes is what their records took out of compressed batches,
+	// earlyWire those batches' bytes, and earlyCharged what decodeEarly
+	// charged to the Pool beyond the fetch's own charge.
+	early        []decoded
+	earlyBytes   int64
+	earlyWire    int64
+	earlyCharged int64
 	next    int64
 	control []offsetSpan  // offsets of the control batches fetched (see frameFacts)
 	bytes   int           // record batch bytes fetched
@@ -207,27 +216,89 @@ func (r *Reads) frameEnd(topic string, raw []byte, off int64) int64 {
 // batch is the records of one record batch of a response at or above the
 // offset fetched.
 type batch struct {
-	records    []*kgo.Record
-	compressed bool // its records point into a buffer of their own, not into the response
+	records []*kgo.Record
+	// uncharged: its records point into a buffer no Pool charge covers (a
+	// batch the decoder decompressed): the decoder copies out what it keeps.
+	uncharged bool
+}
+
+// decoded is one frame of a response as decode leaves it.
+type decoded struct {
+	batch
+	skip bool // a control batch, or one wholly below the offset fetched
+	err  error
+}
+
+// decode decodes the frame b of res (kgo checks its CRC and decompresses
+// it); an error names its first offset.
+func (r *Reads) decode(topic string, res *fetchResult, b batchFrame) decoded {
+	if b.control || (b.next > 0 && b.next <= res.off) {
+		return decoded{skip: true}
+	}
+	fp, _ := r.processBatch(topic, b.raw, res.off)
+	if fp.Err != nil {
+		return decoded{err: &logstore.CorruptError{Namespace: topic, Offset: max(b.base, res.off), Err: fp.Err}}
+	}
+	return decoded{batch: batch{records: fp.Records, uncharged: b.compressed}}
+}
+
+// decodeEarly decodes res's batches in the fetch goroutine, ahead of the
+// decoder: within what the fetch was charged when it started (charged, its
+// bytes times the expansion measured), and beyond it while budget b of the
+// Pool has room, charging the excess batch by batch. It never waits, and
+// leaves the rest to the decoder. A pass's decoder is one goroutine: this
+// is what spreads decompression over the fetch connections. Each fetch
+// goroutine passes the budget by at most one batch.
+func (r *Reads) decodeEarly(topic string, res *fetchResult, b budget, charged int64) {
+	for f := range batchFrames(res.raw) {
+		if int64(res.bytes)+res.earlyBytes >= charged+res.earlyCharged && !r.pool.room(b) {
+			return
+		}
+		d := r.decode(topic, res, f)
+		n := int64(0)
+		if d.uncharged {
+			for _, rec := range d.records {
+				n += int64(len(rec.Key) + len(rec.Value))
+			}
+		}
+		if d.uncharged {
+			res.earlyWire += int64(len(f.raw))
+		}
+		d.uncharged = false // charged with the response from here on
+		res.earlyBytes += n
+		if over := int64(res.bytes) + res.earlyBytes - charged - res.earlyCharged; over > 0 {
+			r.pool.add(b, over)
+			res.earlyCharged += over
+		}
+		res.early = append(res.early, d)
+		if d.err != nil {
+			return
+		}
+	}
 }
 
 // batches yields res's complete record batches in order, control batches
-// left out, decompressing each only when its turn comes: what a decoder
-// holds beyond the response is the one batch it decodes. A batch that fails
-// kgo's checks (its CRC, its decompression) ends the walk with an error
-// naming its first offset.
+// left out: those decodeEarly decoded, then the rest, each decoded only
+// when its turn comes (what a decoder holds beyond the response is then
+// the one batch it decodes). A batch that fails kgo's checks (its CRC, its
+// decompression) ends the walk with an error naming its first offset.
 func (r *Reads) batches(topic string, res *fetchResult) iter.Seq2[batch, error] {
 	return func(yield func(batch, error) bool) {
-		for b := range batchFrames(res.raw) {
-			if b.control || (b.next > 0 && b.next <= res.off) {
-				continue
+		i := 0
+		for f := range batchFrames(res.raw) {
+			var d decoded
+			if i < len(res.early) {
+				d, res.early[i] = res.early[i], decoded{}
+			} else {
+				d = r.decode(topic, res, f)
 			}
-			fp, _ := r.processBatch(topic, b.raw, res.off)
-			if fp.Err != nil {
-				yield(batch{}, &logstore.CorruptError{Namespace: topic, Offset: max(b.base, res.off), Err: fp.Err})
+			i++
+			switch {
+			case d.err != nil:
+				yield(batch{}, d.err)
 				return
-			}
-			if !yield(batch{records: fp.Records, compressed: b.compressed}, nil) {
+			case d.skip:
+			case !yield(d.batch, nil):
 				return
 			}
 		}
