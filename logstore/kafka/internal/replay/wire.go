@@ -21,13 +21,12 @@ import (
 // (retry after a leader lookup, ErrPruned, a final error).
 
 // fetchResult is one fetch request's outcome. Its record batches stay as
-// the broker sent them (compressed ones compressed) until the decoder
-// walks them one batch at a time (batches): a response takes its wire
-// bytes, and a compressed batch takes its decompressed size only while its
-// records are decoded.
+// the broker sent them until they are decoded one at a time: by the fetch
+// goroutine while the fetch's charge allows (decodeEarly), the rest by the
+// decoder (batches).
 type fetchResult struct {
-	raw     []byte // the partition's record batches
-	off     int64  // the offset fetched at: records below it are not returned
+	raw []byte // the partition's record batches
+	off int64  // the offset fetched at: records below it are not returned
 	// early are the first batches of raw (control batches included, as
 	// empty ones), decoded by the fetch goroutine (decodeEarly);
 	// earlyBytes is what their records took out of compressed batches,
@@ -37,13 +36,13 @@ type fetchResult struct {
 	earlyBytes   int64
 	earlyWire    int64
 	earlyCharged int64
-	next    int64
-	control []offsetSpan  // offsets of the control batches fetched (see frameFacts)
-	bytes   int           // record batch bytes fetched
-	base    int64         // first offset of the first batch (may be below the offset asked for)
-	took    time.Duration // the request's round trip
-	retry   error         // a retriable failure: fetch again (after a leader lookup)
-	err     error         // a final failure
+	next         int64
+	control      []offsetSpan  // offsets of the control batches fetched (controlSpans)
+	bytes        int           // record batch bytes fetched
+	base         int64         // first offset of the first batch (may be below the offset asked for)
+	took         time.Duration // the request's round trip
+	retry        error         // a retriable failure: fetch again (after a leader lookup)
+	err          error         // a final failure
 }
 
 // newFetchRequest is a sessionless consumer fetch request with no topic
