@@ -272,9 +272,6 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 	}
 	// Every way out before joining a pass releases the read's cohort.
 	defer pl.placed()
-	if req.End > 0 {
-		end = min(end, req.End)
-	}
 	offs := make(map[uint64]int64, len(req.From))
 	lo := end
 	var below []regionFrom // regions asking for offsets below the log start
@@ -309,6 +306,11 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 		if w, lost := r.opts.Host.StartIndex(topic, gen, start, end); lost {
 			lostErr = r.lostTail(topic, offs, end, w, st)
 		}
+	}
+	if req.End > 0 {
+		// Only the read's range ends early: the index and the checks
+		// above are the log's.
+		end = min(end, req.End)
 	}
 	if lo >= end {
 		return lostErr
