@@ -19,6 +19,10 @@ func SetJoinHook(s *LogStore, fn, start func()) {
 	s.reads.SetHooksForTesting(replay.Hooks{Join: fn, Start: start, JoinWait: time.Minute}, nil)
 }
 
+// SetProducerWaitHook makes the store call fn as a call finds another call
+// creating its topic's producer and waits for it. Set it before appending.
+func SetProducerWaitHook(s *LogStore, fn func(topic string)) { s.producerWaitForTesting = fn }
+
 // WarmFetchClients counts the store's fetch connections that are open
 // already (warmed at Open, or used by a read).
 func WarmFetchClients(s *LogStore) (warm, all int) { return s.reads.WarmConns() }

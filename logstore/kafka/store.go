@@ -47,6 +47,9 @@ type LogStore struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	// producerWaitForTesting, when set, is called as a call finds another
+	// call creating its topic's producer and waits for it.
+	producerWaitForTesting func(topic string)
 
 	admin *kgo.Client // metadata, admin requests and fetches
 	adm   *kadm.Client

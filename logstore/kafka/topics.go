@@ -26,11 +26,20 @@ func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*wo
 	}
 	s.mu.Unlock()
 	if found {
+		if h := s.producerWaitForTesting; h != nil {
+			h(topic)
+		}
 		select {
 		case <-slot.ready:
 			if slot.err != nil && create && !slot.deleting && errors.Is(slot.err, ErrUnknownNamespace) {
 				// Another caller was not allowed to create the topic; this
 				// one is (its failed slot is gone from the map).
+				return s.producer(ctx, topic, create)
+			}
+			if slot.err != nil && !slot.deleting && ctx.Err() == nil &&
+				(errors.Is(slot.err, context.Canceled) || errors.Is(slot.err, context.DeadlineExceeded)) {
+				// The call that was creating it gave up (its context
+				// ended): this one tries with its own.
 				return s.producer(ctx, topic, create)
 			}
 			if slot.err != nil {
