@@ -360,7 +360,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 	c.started, c.conn, c.onWire, c.charged = true, conn, onWire, n
 	f.started++
 	cl := f.reads.opts.Host.FetchClient(conn)
-	m, topic, md := f.ld.m, f.topic, mode(c.rg)
+	m, topic, md, end := f.ld.m, f.topic, mode(c.rg), c.rg.End
 	f.reads.warm[conn].set()
 	running.Add(1)
 	go func() {
@@ -368,7 +368,7 @@ func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, 
 		fctx, cancel := context.WithTimeout(ctx, f.reads.opts.RequestTimeout)
 		defer cancel()
 		c.res = f.reads.fetchOnce(fctx, cl, topic, m, c.off, c.maxBytes, md)
-		f.reads.decodeEarly(topic, &c.res, c.budget, n)
+		f.reads.decodeEarly(topic, &c.res, c.budget, n, end)
 		select {
 		case f.landed <- c:
 		case <-ctx.Done():

@@ -241,30 +241,27 @@ func (r *Reads) decode(topic string, res *fetchResult, b batchFrame) decoded {
 	return decoded{batch: batch{records: fp.Records, uncharged: b.compressed}}
 }
 
-// decodeEarly decodes res's batches in the fetch goroutine, ahead of the
-// decoder: within what the fetch was charged when it started (charged, its
-// bytes times the expansion measured), and beyond it while budget b of the
-// Pool has room, charging the excess batch by batch. It never waits, and
-// leaves the rest to the decoder. A pass's decoder is one goroutine: this
-// is what spreads decompression over the fetch connections. Each fetch
-// goroutine passes the budget by at most one batch.
-func (r *Reads) decodeEarly(topic string, res *fetchResult, b budget, charged int64) {
+// decodeEarly decodes res's batches that begin below end (the chunk's; the
+// decoder reads no further) in the fetch goroutine, ahead of the decoder:
+// within what the fetch was charged when it started (charged, its bytes
+// times the expansion measured), and beyond it while budget b of the Pool
+// has room, charging the excess batch by batch. It never waits, and leaves
+// the rest to the decoder. A pass's decoder is one goroutine: this is what
+// spreads decompression over the fetch connections. Each fetch goroutine
+// passes the budget by at most one batch.
+func (r *Reads) decodeEarly(topic string, res *fetchResult, b budget, charged, end int64) {
 	for f := range batchFrames(res.raw) {
-		if int64(res.bytes)+res.earlyBytes >= charged+res.earlyCharged && !r.pool.room(b) {
+		if f.base >= end || int64(res.bytes)+res.earlyBytes >= charged+res.earlyCharged && !r.pool.room(b) {
 			return
 		}
 		d := r.decode(topic, res, f)
-		n := int64(0)
 		if d.uncharged {
 			for _, rec := range d.records {
-				n += int64(len(rec.Key) + len(rec.Value))
+				res.earlyBytes += int64(len(rec.Key) + len(rec.Value))
 			}
-		}
-		if d.uncharged {
 			res.earlyWire += int64(len(f.raw))
+			d.uncharged = false // charged with the response from here on
 		}
-		d.uncharged = false // charged with the response from here on
-		res.earlyBytes += n
 		if over := int64(res.bytes) + res.earlyBytes - charged - res.earlyCharged; over > 0 {
 			r.pool.add(b, over)
 			res.earlyCharged += over
