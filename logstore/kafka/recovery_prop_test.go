@@ -1035,10 +1035,6 @@ func (w *genWriter) unexpectedf(format string, args ...any) {
 	w.unexpected = append(w.unexpected, fmt.Sprintf("%s: ", w.name)+fmt.Sprintf(format, args...))
 }
 
-// genWarmUp is the region of the entries the stores of a generative run
-// append before the workload; no read asks for it.
-const genWarmUp = logstore.RegionID(1000)
-
 // genCodecs are Config.Compression's values; each seed gives its three
 // writing stores three of them, in turn.
 var genCodecs = []string{"none", "gzip", "snappy", "lz4", "zstd"}
@@ -1125,14 +1121,6 @@ func runRecoveryGenerative(t *testing.T, seed uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	require.NoError(t, z.s.CreateNamespace(ctx, g.topic))
-	// Each store makes its producer of the namespace before the workload:
-	// a store makes it under the context of the call that needs it first,
-	// and a doomed call's would fail the calls waiting for it with its
-	// deadline. (The region is another the reads do not ask for.)
-	for _, st := range []*genStore{z, a, b} {
-		_, err := st.s.AppendBatch(ctx, []logstore.Entry{{Namespace: g.topic, Region: genWarmUp, Data: []byte("warm-up " + st.name)}})
-		require.NoError(t, err, g.where())
-	}
 
 	n := 2 + rng.IntN(4)
 	for i := range n {
