@@ -322,9 +322,14 @@ func DefaultConfig() Config {
 //     as much again for the fetch each pass waits on first), counted at
 //     the bytes Kafka sends: a compressed batch stays compressed until its
 //     pass decodes it;
-//   - the batch each pass decompresses while it decodes it (at most
-//     MaxBatchBytes of records for kwal's batches), counted as one per
-//     fetch connection: a store reading more namespaces at once adds one
+//   - two batches per fetch connection beyond that (at most MaxBatchBytes
+//     each for kwal's batches, whose limit counts uncompressed bytes): Kafka
+//     returns a batch whole to a fetch that asked for less (a range's first
+//     fetch asks for one batch), and a fetch goroutine that decodes its
+//     response ahead of the decoder passes its budget by at most one
+//     batch; and the batch a pass's decoder decompresses itself (when its
+//     fetch goroutine found no room), counted among them: a store reading
+//     more namespaces at once than it has fetch connections may add one
 //     batch for each;
 //   - one more FetchMaxBytes and one entry (MaxEntryBytes) while a spilled
 //     entry is read back (one at a time);
@@ -338,7 +343,7 @@ func DefaultConfig() Config {
 // that size while a batch decompresses). A loop body that keeps a read
 // open without taking its entries holds its share until it does.
 func (c Config) ReadMemoryBound() int64 {
-	return 3*int64(c.FetchMaxBytes) + int64(c.FetchConnections())*int64(c.MaxBatchBytes) + c.ReadHoldBytes + c.MaxEntryBytes
+	return 3*int64(c.FetchMaxBytes) + 2*int64(c.FetchConnections())*int64(c.MaxBatchBytes) + c.ReadHoldBytes + c.MaxEntryBytes
 }
 
 // FetchConnections is how many fetches a read keeps on the wire at most:

@@ -1525,13 +1525,13 @@ func (g *genRun) check(t *testing.T, brokers []string, fresh *genStore, bound in
 			g.compare(differ, what, want, got)
 		}
 		// The store's reads kept ReadMemoryBound, and released what they
-		// held. Its fetch part is 3 FetchMaxBytes and a batch per
-		// connection; the rest is entry data: ReadHoldBytes and an entry
+		// held. Its fetch part is all but the entry data; the entry data
+		// is ReadHoldBytes and an entry
 		// (one more per pass running at once beyond the first: a claim
 		// reads the region's history, and a store's claims may run at
 		// once).
 		passes := int64(1 + s.claims)
-		fetchPart := 3*g.fetch + int64(g.lanes+1)*int64(g.batch)
+		fetchPart := bound - g.hold - int64(g.maxEntry)
 		pool, hold := kafka.ReadPoolPeak(s.s), kafka.ReadHoldPeak(s.s)
 		peaks = append(peaks, fmt.Sprintf("%s %d+%d", s.name, pool, hold))
 		assert.LessOrEqual(t, pool, fetchPart,
