@@ -67,14 +67,15 @@
 //
 // What a store's reads hold, whatever their number:
 //
-//   - Fetched bytes (Pool): a fetch is charged its byte limit from its
-//     start (and the excess of a larger response once it lands) until the
-//     decoder has decoded its response and every read has taken the
-//     entries that point into it. A compressed batch adds its records'
-//     bytes once decompressed: its fetch goroutine decompresses a
-//     response's batches ahead of the decoder while the fetch's budget has
-//     room, charging each, and never waits (decodeEarly), so it passes the
-//     budget by at most one batch.
+//   - Fetched bytes (Pool): a fetch is charged from its start what its
+//     byte limit is expected to take once decoded (the limit times the
+//     expansion measured, at most FetchMaxBytes), and what its response
+//     takes beyond that (a batch returned whole, batches decoded early),
+//     until the decoder has decoded its response and every read has taken
+//     the entries that point into it. Its fetch goroutine decodes the
+//     response's batches ahead of the decoder within that charge, and
+//     beyond it while the fetch's budget has room, charging each; it never
+//     waits (decodeEarly), so it passes the budget by at most one batch.
 //   - Decompressed batches: the rest the decoder decompresses one at a
 //     time, copying out what it keeps (parts into the assembler, whole
 //     entries into the hold budget), so it holds at most one batch's
@@ -123,16 +124,22 @@
 //     and looks its bounds up before, never waiting for this pass.
 //   - A starting read waits at most joinWait for a running pass to answer
 //     its join, then starts a pass of its own.
+//   - Chunks behind a head start while their budget allows; the fetcher
+//     never waits for one (it waits for its head alone), and their bytes
+//     are freed as their pass's heads are decoded.
 //   - Read-backs take turns store-wide (readBackTurn). A turn's holder
-//     waits only for fetches, charged without waiting for the Pool (the
-//     decoder reading back holds what the others wait for).
+//     waits only for fetches, charged to the heads' budget without waiting
+//     for the Pool (the decoder reading back holds what the others wait
+//     for), and freed when the entry is read back: heads may wait for it,
+//     and it never waits for them.
 //   - Nothing waits for the hold budget: over it, a pass spills instead.
 //
 // The largest units a read can meet, and where each fits:
 //
 //   - a response: at most FetchMaxBytes, or one batch larger than asked
 //     for, which Kafka returns whole: charged when it lands;
-//   - a batch's decompressed records: decoded alone, not charged beyond
+//   - a batch's decompressed records: charged as its fetch goroutine
+//     decodes it, or decoded alone by the decoder and not charged beyond
 //     what is copied out of it;
 //   - an entry of MaxEntryBytes: HoldBytes is at least MaxEntryBytes
 //     (Config.Validate), and an open entry beyond the budget is spilled,

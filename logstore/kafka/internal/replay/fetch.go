@@ -343,19 +343,19 @@ var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
 // the first chunk of the queue, which everything else of the pass waits
 // for: it is charged to the heads' budget (Pool).
 func (f *fetcher) start(ctx context.Context, running *sync.WaitGroup, c *chunk, head bool) bool {
-	// A response that holds more (Kafka returns the first batch whole, and
-	// a one-batch probe asks for 1 byte) is charged the excess when it
-	// lands (land), which delays only fetches of its own budget.
 	// Charged the memory it is expected to take once its batches are
-	// decoded (decodeEarly), at the expansion measured: what keeps the
-	// fetches started in step with what can be decoded ahead of the
-	// decoder. What it takes beyond is charged as it is decoded.
+	// decoded, at the expansion measured: what keeps the fetches started
+	// in step with what their goroutines can decode ahead of the decoder
+	// (decodeEarly). What a response takes beyond it (Kafka returns the
+	// first batch whole, and a one-batch probe asks for 1 byte) is charged
+	// as it is decoded or lands, which delays only fetches of its budget.
 	n := min(int64(math.Ceil(float64(c.maxBytes)*max(f.est.expand, 1))), int64(f.reads.opts.FetchMaxBytes))
-	conn, onWire, ok := f.reads.pool.take(n, budgetOf(head))
+	b := budgetOf(head)
+	conn, onWire, ok := f.reads.pool.take(n, b)
 	if !ok {
 		return false
 	}
-	c.budget = budgetOf(head)
+	c.budget = b
 	f.charged.Add(n)
 	c.started, c.conn, c.onWire, c.charged = true, conn, onWire, n
 	f.started++

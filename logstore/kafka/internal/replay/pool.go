@@ -12,12 +12,14 @@ import (
 //   - A connection carries one fetch at a time, store-wide: a broker serves
 //     one request per connection at a time, so a second fetch on a busy
 //     connection would only queue behind the first.
-//   - Bytes: a fetch is charged its byte limit (at least one batch) when it
-//     starts, and the excess of a larger response when it lands, until the
-//     decoder has decoded it and every read has taken the entries that
-//     point into it. Responses are charged their wire bytes: a compressed
-//     batch is decompressed by the decoder one at a time (batches), and
-//     its entries are copied out into the hold budget.
+//   - Bytes: a fetch is charged, when it starts, what its byte limit is
+//     expected to take once decoded (the limit times the expansion the
+//     pass measured, at most the Pool's limit); then what its response
+//     takes beyond that (a batch Kafka returned whole, batches its fetch
+//     goroutine decoded: decodeEarly), until the decoder has decoded it and
+//     every read has taken the entries that point into it. Batches the
+//     decoder decompresses itself are not charged: it copies out what it
+//     keeps into the hold budget.
 //
 // Who waits, and who frees. The bytes are two budgets of the limit each:
 // one for the chunks started behind their pass's head, one for heads (the
