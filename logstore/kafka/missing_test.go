@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -306,4 +307,50 @@ func TestTransactionMarkersAreNoGap(t *testing.T) {
 	require.Equal(t, []string{"tx0", "kwal0", "tx1", "kwal1", "tx2", "kwal2"}, datas)
 	// The markers took offsets: IDs are not consecutive.
 	require.Greater(t, got[len(got)-1].ID, logstore.EntryID(len(got)))
+}
+
+// TestCorruptBatchIsReported protects reads against a record batch that
+// fails its CRC (damage on the broker's disk or on the wire): kfake answers
+// every fetch with the topic's batches, one of them with a byte flipped.
+// The read yields the entries before it, then fails with a CorruptError
+// naming the batch's first offset, whether the batch is compressed or not,
+// and whether a fetch goroutine or the decoder decoded it.
+func TestCorruptBatchIsReported(t *testing.T) {
+	t.Parallel()
+	for _, codec := range []string{"none", "lz4"} {
+		t.Run(codec, func(t *testing.T) {
+			t.Parallel()
+			c := testutil.NewCluster(t)
+			ctx := context.Background()
+			topic := newTopic(t)
+			s := openStore(t, c.ListenAddrs(), func(cfg *kafka.Config) { cfg.Compression = codec })
+			for i := range 30 {
+				_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: bytes.Repeat([]byte{byte(i)}, 100)}})
+				require.NoError(t, err)
+			}
+			resp := fetchAll(t, c.ListenAddrs(), topic)
+			raw := resp.Topics[0].Partitions[0].RecordBatches
+			for off := 0; off+12 <= len(raw); {
+				n := 12 + int(binary.BigEndian.Uint32(raw[off+8:off+12]))
+				if binary.BigEndian.Uint64(raw[off:off+8]) == 10 {
+					raw[off+n-1] ^= 0xff // inside the bytes its CRC covers
+				}
+				off += n
+			}
+			c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				out := *resp
+				out.SetVersion(kreq.GetVersion())
+				return &out, nil, true
+			})
+			for _, noIndex := range []bool{false, true} {
+				got, err := readErr(s.ReadWith(ctx, topic, map[logstore.RegionID]logstore.EntryID{1: 0}, kafka.ReadOptions{NoIndex: noIndex}))
+				var ce *logstore.CorruptError
+				require.ErrorAs(t, err, &ce, "noIndex=%v", noIndex)
+				require.ErrorIs(t, err, logstore.ErrCorrupt)
+				require.EqualValues(t, 10, ce.Offset, "noIndex=%v: %v", noIndex, err)
+				require.Len(t, got, 10, "noIndex=%v", noIndex)
+			}
+		})
+	}
 }
