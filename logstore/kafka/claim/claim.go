@@ -11,8 +11,32 @@
 // outcome of two claims racing is decided by which event the log holds
 // first, and that needs every event (a compacted topic keeps a key's last
 // record, which may be the loser's). A claim costs two events of about 200
-// bytes; a cluster that moves a thousand regions a day adds about 150 MB a
-// year, read once when a store opens.
+// bytes.
+//
+// # What one record can stop
+//
+// State.Fold sorts every record of the topic into one of three kinds, so
+// that nothing but a region's own events can stop that region's fencing:
+//
+//   - a record whose key is not a region's key (namespace "/" region) is
+//     not kwal's: it is skipped (Foreign), whatever its value;
+//   - a region's record that does not decode, whose fields contradict each
+//     other or that carries a newer format Version is unreadable: the
+//     region's fencing can no longer be decided, so State.Unreadable
+//     reports it and every use of the region fails closed, naming the
+//     offset, until a Skip event of the region names that offset (an
+//     operator's repair, after deciding what the record was);
+//   - everything else is an Event, folded by Apply.
+//
+// Regions of other keys never wait for an unreadable record.
+//
+// # Snapshots
+//
+// A fold can be saved (State.MarshalBinary) and resumed from the offset
+// it reached, so a store opening reads only the events written since.
+// Trim drops a region's claims that can no longer fence anything readable
+// (those below the last claim before the log's start), so what a store
+// holds follows the live regions and their live claims, not the history.
 //
 // # A claim
 //
@@ -73,15 +97,19 @@
 package claim
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
+
+// Version is the event format this package writes and the newest it
+// reads. Events of a newer version make their region unreadable (fail
+// closed): a rolling upgrade moves every store to the new reader before
+// any writes the new format. Events written before versions existed read
+// as version 1.
+const Version = 1
 
 // Op is what an event does.
 type Op string
@@ -90,18 +118,23 @@ const (
 	OpPending Op = "pending" // a claim is under way
 	OpCommit  Op = "commit"  // the pending claim with the same token is complete
 	OpRelease Op = "release" // the owner of the epoch stopped writing (informational)
+	// OpSkip is an operator's repair: the region's unreadable record at
+	// offset Skip is to be ignored (kwal regions repair).
+	OpSkip Op = "skip"
 )
 
 // Event is one record of the claims topic.
 type Event struct {
+	// V is the format version (0 reads as 1).
+	V         int    `json:"v,omitempty"`
 	Op        Op     `json:"op"`
 	Namespace string `json:"ns"`
 	Region    uint64 `json:"region"`
 	// TopicID is the data topic's ID (hex): claims of a deleted and
 	// recreated topic never apply to the new one.
-	TopicID string `json:"topic_id"`
-	Epoch   uint64 `json:"epoch"`
-	Token   string `json:"token"`
+	TopicID string `json:"topic_id,omitempty"`
+	Epoch   uint64 `json:"epoch,omitempty"`
+	Token   string `json:"token,omitempty"`
 	Owner   string `json:"owner,omitempty"`
 	// At and Sealed are set on a commit: the claim record's offset in the
 	// data log, and the ID of the last entry below it that replay returns
@@ -116,19 +149,46 @@ type Event struct {
 	// region waits at least that long after its own Pending before it
 	// writes its claim record.
 	LeaseMS int64 `json:"lease_ms,omitempty"`
+	// Skip is set on an OpSkip: the offset of the unreadable record.
+	Skip int64 `json:"skip,omitempty"`
 }
 
 // ErrMalformed reports an event that does not decode or whose fields
 // contradict each other.
 var ErrMalformed = errors.New("claim: malformed event")
 
+// ErrNewerFormat reports an event of a format newer than Version.
+var ErrNewerFormat = errors.New("claim: event of a newer format")
+
 // Key is the claims topic's record key of a region's events.
 func Key(namespace string, region uint64) []byte {
 	return []byte(namespace + "/" + strconv.FormatUint(region, 10))
 }
 
-// Encode returns ev's record value.
+// ParseKey returns the namespace and region a key names, and false for a
+// key that is not a region's: a namespace of Kafka topic name characters,
+// "/", the region in canonical decimal.
+func ParseKey(key []byte) (namespace string, region uint64, ok bool) {
+	k := string(key)
+	i := strings.LastIndexByte(k, '/')
+	if i < 1 || i > 249 {
+		return "", 0, false
+	}
+	for _, c := range k[:i] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "", 0, false
+		}
+	}
+	r, err := strconv.ParseUint(k[i+1:], 10, 64)
+	if err != nil || strconv.FormatUint(r, 10) != k[i+1:] {
+		return "", 0, false
+	}
+	return k[:i], r, true
+}
+
+// Encode returns ev's record value (of the current Version).
 func Encode(ev Event) []byte {
+	ev.V = Version
 	b, err := json.Marshal(ev)
 	if err != nil {
 		panic(err) // Event holds only strings and integers
@@ -136,179 +196,38 @@ func Encode(ev Event) []byte {
 	return b
 }
 
-// Decode decodes a claims topic record. Any input gives an event or an
-// error wrapping ErrMalformed, never a panic.
+// Decode decodes a claims topic record of a region. Any input gives an
+// event or an error wrapping ErrMalformed or ErrNewerFormat, never a
+// panic.
 func Decode(key, value []byte) (Event, error) {
 	var ev Event
 	if err := json.Unmarshal(value, &ev); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	if ev.V > Version {
+		return Event{}, fmt.Errorf("%w: version %d (this kwal reads up to %d)", ErrNewerFormat, ev.V, Version)
+	}
+	if ev.V == 0 {
+		ev.V = Version
+	}
 	switch {
+	case string(key) != string(Key(ev.Namespace, ev.Region)) || ev.Namespace == "":
+		return Event{}, fmt.Errorf("%w: key %q for namespace %q region %d", ErrMalformed, key, ev.Namespace, ev.Region)
+	case ev.Op == OpSkip:
+		if ev.Skip < 0 {
+			return Event{}, fmt.Errorf("%w: skip of offset %d", ErrMalformed, ev.Skip)
+		}
+		return ev, nil
 	case ev.Op != OpPending && ev.Op != OpCommit && ev.Op != OpRelease:
 		return Event{}, fmt.Errorf("%w: op %q", ErrMalformed, ev.Op)
 	case ev.Epoch == 0:
 		return Event{}, fmt.Errorf("%w: epoch 0", ErrMalformed)
-	case ev.Namespace == "" || ev.TopicID == "" || ev.Token == "":
-		return Event{}, fmt.Errorf("%w: %s without namespace, topic ID or token", ErrMalformed, ev.Op)
+	case ev.TopicID == "" || ev.Token == "":
+		return Event{}, fmt.Errorf("%w: %s without topic ID or token", ErrMalformed, ev.Op)
 	case ev.Op == OpCommit && ev.At < 0:
 		return Event{}, fmt.Errorf("%w: commit at offset %d", ErrMalformed, ev.At)
 	case ev.LeaseMS < 0:
 		return Event{}, fmt.Errorf("%w: lease of %d ms", ErrMalformed, ev.LeaseMS)
-	case string(key) != string(Key(ev.Namespace, ev.Region)):
-		return Event{}, fmt.Errorf("%w: key %q for namespace %q region %d", ErrMalformed, key, ev.Namespace, ev.Region)
 	}
 	return ev, nil
-}
-
-// Committed is one complete claim.
-type Committed struct {
-	Epoch  uint64
-	Owner  string
-	At     int64  // the claim record's offset in the data log
-	Sealed uint64 // the last entry ID of the earlier epochs that replay returns
-	Offset int64  // the commit event's offset in the claims topic
-	Unix   int64  // UnixMilli of the commit event
-	// LeaseMS is the owner's lease (its Pending's LeaseMS; 0: it waits for
-	// a look after every append).
-	LeaseMS int64
-}
-
-// Region is what the claims topic says of one region of one topic
-// incarnation.
-type Region struct {
-	// Claims are the committed claims, epochs and At rising.
-	Claims []Committed
-	// Pending is a claim under way (nil: none). Its epoch is above every
-	// committed one.
-	Pending *Event
-	// Released is set when the owner of the last committed epoch released
-	// the region and no claim came since.
-	Released bool
-	// Lost counts events that lost a race or came too late (ignored).
-	Lost int
-}
-
-// MaxEpoch is the highest epoch of the region, pending or committed: a
-// writer holding a lower epoch is fenced.
-func (r Region) MaxEpoch() uint64 {
-	var e uint64
-	if n := len(r.Claims); n > 0 {
-		e = r.Claims[n-1].Epoch
-	}
-	if r.Pending != nil {
-		e = max(e, r.Pending.Epoch)
-	}
-	return e
-}
-
-// Last is the last committed claim (zero when none).
-func (r Region) Last() Committed {
-	if len(r.Claims) == 0 {
-		return Committed{}
-	}
-	return r.Claims[len(r.Claims)-1]
-}
-
-// Fenced reports whether an entry of epoch at offset is fenced: the last
-// committed claim below offset has a greater epoch.
-func Fenced(claims []Committed, offset int64, epoch uint64) bool {
-	i := sort.Search(len(claims), func(i int) bool { return claims[i].At >= offset })
-	return i > 0 && claims[i-1].Epoch > epoch
-}
-
-// ID identifies a region of a topic incarnation.
-type ID struct {
-	Namespace string
-	TopicID   string
-	Region    uint64
-}
-
-// State is the fold of the claims topic. It is not safe for concurrent
-// use; its owner guards it.
-type State struct {
-	regions map[ID]*Region
-	// Next is the offset of the next event to fold.
-	Next int64
-}
-
-// NewState returns the state of an empty claims topic.
-func NewState() *State { return &State{regions: make(map[ID]*Region)} }
-
-// Apply folds the event at offset (which must be >= Next) and reports
-// whether it counted.
-func (s *State) Apply(offset int64, ev Event) bool {
-	s.Next = offset + 1
-	id := ID{ev.Namespace, ev.TopicID, ev.Region}
-	r := s.regions[id]
-	if r == nil {
-		r = &Region{}
-		s.regions[id] = r
-	}
-	switch ev.Op {
-	case OpPending:
-		if ev.Epoch <= r.MaxEpoch() {
-			r.Lost++
-			return false
-		}
-		p := ev
-		r.Pending = &p
-		return true
-	case OpCommit:
-		if r.Pending == nil || r.Pending.Token != ev.Token || r.Pending.Epoch != ev.Epoch ||
-			(len(r.Claims) > 0 && ev.At <= r.Last().At) {
-			r.Lost++
-			return false
-		}
-		r.Claims = append(r.Claims, Committed{Epoch: ev.Epoch, Owner: r.Pending.Owner, At: ev.At, Sealed: ev.Sealed, Offset: offset, Unix: ev.UnixMilli, LeaseMS: r.Pending.LeaseMS})
-		r.Pending, r.Released = nil, false
-		return true
-	case OpRelease:
-		if r.Pending != nil || len(r.Claims) == 0 || r.Last().Epoch != ev.Epoch {
-			r.Lost++
-			return false
-		}
-		r.Released = true
-		return true
-	}
-	return false
-}
-
-// Region returns a copy of what the state holds of id (zero when nothing).
-func (s *State) Region(id ID) Region {
-	r := s.regions[id]
-	if r == nil {
-		return Region{}
-	}
-	c := *r
-	c.Claims = slices.Clone(r.Claims)
-	return c
-}
-
-// Regions returns the IDs of the regions of namespace (of any topic
-// incarnation), sorted.
-func (s *State) Regions(namespace string) []ID {
-	var ids []ID
-	for id := range s.regions {
-		if id.Namespace == namespace {
-			ids = append(ids, id)
-		}
-	}
-	slices.SortFunc(ids, func(a, b ID) int {
-		return cmp.Or(strings.Compare(a.TopicID, b.TopicID), cmp.Compare(a.Region, b.Region))
-	})
-	return ids
-}
-
-// Namespaces returns the namespaces with any event, sorted.
-func (s *State) Namespaces() []string {
-	seen := make(map[string]bool)
-	var out []string
-	for id := range s.regions {
-		if !seen[id.Namespace] {
-			seen[id.Namespace] = true
-			out = append(out, id.Namespace)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

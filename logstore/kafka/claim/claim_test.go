@@ -1,7 +1,10 @@
 package claim
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -89,8 +92,12 @@ func TestFencedMatchesTheRule(t *testing.T) {
 
 func TestDecode(t *testing.T) {
 	good := ev(OpCommit, 2, "a")
-	good.At = 5
+	good.At, good.V = 5, Version
 	got, err := Decode(Key("ns", 7), Encode(good))
+	require.NoError(t, err)
+	require.Equal(t, good, got)
+	// Events written before versions existed read as version 1.
+	got, err = Decode(Key("ns", 7), []byte(`{"op":"commit","ns":"ns","region":7,"topic_id":"t1","epoch":2,"token":"a","at":5}`))
 	require.NoError(t, err)
 	require.Equal(t, good, got)
 	for name, bad := range map[string]Event{
@@ -107,6 +114,203 @@ func TestDecode(t *testing.T) {
 	require.ErrorIs(t, err, ErrMalformed)
 }
 
+// TestFoldSortsRecords: a record that names no region is skipped; a
+// region's record that does not decode, or comes in a newer format,
+// makes only that region unreadable, until a skip event names it; every
+// other region folds on.
+func TestFoldSortsRecords(t *testing.T) {
+	s := NewState()
+	fold := func(off int64, key []byte, e Event) Kind {
+		k, err := s.Fold(off, key, Encode(e))
+		if k == Folded {
+			require.NoError(t, err)
+		} else {
+			require.ErrorContains(t, err, fmt.Sprintf("offset %d", off))
+		}
+		return k
+	}
+	require.Equal(t, Folded, fold(0, Key("ns", 7), ev(OpPending, 1, "a")))
+	for off, key := range [][]byte{nil, []byte("ns"), []byte("ns/"), []byte("ns/07"), []byte("ns/-1"), []byte("n s/1"), []byte("/1"), []byte("a/b/c")} {
+		k, err := s.Fold(int64(1+off), key, []byte("whatever"))
+		require.Equal(t, Foreign, k, "key %q", key)
+		require.Error(t, err)
+	}
+	other := RegionKey{"ns", 8}
+	k, err := s.Fold(20, Key("ns", 8), []byte("not json"))
+	require.Equal(t, Bad, k)
+	require.ErrorIs(t, err, ErrMalformed)
+	newer := []byte(`{"v":2,"op":"pending","ns":"ns","region":9,"topic_id":"t1","epoch":5,"token":"q"}`)
+	k, err = s.Fold(21, Key("ns", 9), newer)
+	require.Equal(t, Bad, k)
+	require.ErrorIs(t, err, ErrNewerFormat)
+	unknownOp := []byte(`{"op":"handover","ns":"ns","region":8,"topic_id":"t1","epoch":5,"token":"q"}`)
+	k, _ = s.Fold(22, Key("ns", 8), unknownOp)
+	require.Equal(t, Bad, k)
+
+	// Region 7 is untouched and folds on.
+	c := ev(OpCommit, 1, "a")
+	c.At = 3
+	require.Equal(t, Folded, fold(23, Key("ns", 7), c))
+	require.Len(t, s.Region(id7).Claims, 1)
+	require.Empty(t, s.Unreadable(RegionKey{"ns", 7}))
+	require.Equal(t, []Unreadable{{20, s.Unreadable(other)[0].Err}, {22, s.Unreadable(other)[1].Err}}, s.Unreadable(other))
+	require.ErrorIs(t, s.Unreadable(other)[0].Error(other), ErrUnreadable)
+	require.ErrorContains(t, s.Unreadable(other)[0].Error(other), "offset 20")
+
+	// A skip of an offset that is not unreadable changes nothing; skips of
+	// both make region 8 readable again.
+	skip := Event{Op: OpSkip, Namespace: "ns", Region: 8, Skip: 21}
+	require.Equal(t, Folded, fold(24, Key("ns", 8), skip))
+	require.Len(t, s.Unreadable(other), 2)
+	skip.Skip = 20
+	fold(25, Key("ns", 8), skip)
+	skip.Skip = 22
+	fold(26, Key("ns", 8), skip)
+	require.Empty(t, s.Unreadable(other))
+	require.Len(t, s.Unreadable(RegionKey{"ns", 9}), 1)
+	require.Equal(t, int64(27), s.Next)
+}
+
+// randomState folds a random claims history of a few regions, with
+// unreadable records and skips among them.
+func randomState(rng *rand.Rand, events int) *State {
+	s := NewState()
+	for off := int64(0); off < int64(events); off++ {
+		region := uint64(rng.IntN(5))
+		e := Event{Namespace: []string{"a", "b"}[rng.IntN(2)], Region: region, TopicID: []string{"t1", "t2"}[rng.IntN(2)],
+			Epoch: uint64(1 + rng.IntN(8)), Token: fmt.Sprint(rng.IntN(3)), Owner: fmt.Sprint("o", rng.IntN(3)), At: int64(rng.IntN(100)), LeaseMS: int64(rng.IntN(2) * 500), UnixMilli: int64(rng.IntN(1000))}
+		switch rng.IntN(10) {
+		case 0:
+			_, _ = s.Fold(off, Key(e.Namespace, region), []byte("{"))
+			continue
+		case 1:
+			e.Op, e.Skip = OpSkip, off-int64(rng.IntN(10))
+		case 2:
+			e.Op = OpRelease
+		case 3, 4, 5:
+			e.Op = OpPending
+		default:
+			e.Op = OpCommit
+		}
+		_, _ = s.Fold(off, Key(e.Namespace, region), Encode(e))
+	}
+	return s
+}
+
+// TestTrimKeepsFencing: after Trim at a log start, Fenced answers as
+// before for every offset at or above it.
+func TestTrimKeepsFencing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		s := randomState(rng, 300)
+		before := map[ID]Region{}
+		for _, ns := range s.Namespaces() {
+			for _, id := range s.Regions(ns) {
+				before[id] = s.Region(id)
+			}
+		}
+		start := int64(rng.IntN(110))
+		s.Trim("a", "t1", start)
+		for id, r := range before {
+			after := s.Region(id)
+			if id.Namespace != "a" || id.TopicID != "t1" {
+				require.Equal(t, r, after)
+				continue
+			}
+			require.Equal(t, r.MaxEpoch(), after.MaxEpoch())
+			require.Equal(t, r.Last(), after.Last())
+			for off := start; off < 110; off++ {
+				for e := uint64(0); e < 10; e++ {
+					require.Equal(t, Fenced(r.Claims, off, e), Fenced(after.Claims, off, e), "offset %d epoch %d start %d", off, e, start)
+				}
+			}
+		}
+	}
+}
+
+// TestSnapshotRoundTrip: a state resumed from its snapshot answers as the
+// state did, and re-encodes to the same bytes.
+func TestSnapshotRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 100 {
+		s := randomState(rng, rng.IntN(400))
+		b, err := s.MarshalBinary()
+		require.NoError(t, err)
+		got := NewState()
+		require.NoError(t, got.UnmarshalBinary(b))
+		require.Equal(t, s.Next, got.Next)
+		require.Equal(t, s.Namespaces(), got.Namespaces())
+		require.Equal(t, s.AllUnreadable(), got.AllUnreadable())
+		for _, ns := range s.Namespaces() {
+			require.Equal(t, s.Regions(ns), got.Regions(ns))
+			for _, id := range s.Regions(ns) {
+				want := s.Region(id)
+				if want.Pending != nil {
+					p := *want.Pending
+					p.At, p.Sealed, p.UnixMilli, p.Skip = 0, 0, 0, 0
+					p.V, p.Namespace, p.TopicID, p.Region = Version, id.Namespace, id.TopicID, id.Region
+					want.Pending = &p
+				}
+				require.Equal(t, want, got.Region(id))
+			}
+		}
+		again, err := got.MarshalBinary()
+		require.NoError(t, err)
+		require.Equal(t, b, again)
+		// Any change to the bytes is refused.
+		if len(b) > 20 {
+			bad := slices.Clone(b)
+			bad[12+rng.IntN(len(b)-12)] ^= 1 << rng.IntN(8)
+			require.ErrorIs(t, NewState().UnmarshalBinary(bad), ErrBadSnapshot)
+		}
+	}
+}
+
+func FuzzSnapshot(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{0, 5, 50} {
+		b, _ := randomState(rng, n).MarshalBinary()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := NewState()
+		if err := s.UnmarshalBinary(data); err != nil {
+			require.ErrorIs(t, err, ErrBadSnapshot)
+			return
+		}
+		b, err := s.MarshalBinary()
+		require.NoError(t, err)
+		again := NewState()
+		require.NoError(t, again.UnmarshalBinary(b))
+		require.Equal(t, s.Next, again.Next)
+		s.Apply(s.Next, ev(OpPending, 1, "a"))
+	})
+}
+
+func FuzzFold(f *testing.F) {
+	good := ev(OpCommit, 2, "a")
+	good.At = 5
+	f.Add(Key("ns", 7), Encode(good))
+	f.Add([]byte("ns/7"), []byte(`{"op":"skip","ns":"ns","region":7,"skip":3}`))
+	f.Add([]byte("x"), []byte(`{"op":"pending"}`))
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		s := NewState()
+		k, err := s.Fold(3, key, value)
+		require.Equal(t, int64(4), s.Next)
+		switch k {
+		case Folded:
+			require.NoError(t, err)
+		case Foreign:
+			_, _, ok := ParseKey(key)
+			require.False(t, ok)
+		case Bad:
+			require.True(t, errors.Is(err, ErrMalformed) || errors.Is(err, ErrNewerFormat), "%v", err)
+			ns, region, _ := ParseKey(key)
+			require.Len(t, s.Unreadable(RegionKey{ns, region}), 1)
+		}
+	})
+}
+
 func FuzzDecode(f *testing.F) {
 	good := ev(OpCommit, 2, "a")
 	good.At = 5
@@ -115,7 +319,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		e, err := Decode(key, value)
 		if err != nil {
-			require.ErrorIs(t, err, ErrMalformed)
+			require.True(t, errors.Is(err, ErrMalformed) || errors.Is(err, ErrNewerFormat), "%v", err)
 			return
 		}
 		// What decodes re-encodes to an event that decodes the same, and
