@@ -61,7 +61,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		var b *nsBatch
 		if single {
 			if i == 0 {
-				if err := validateTopic(e.Namespace); err != nil {
+				if err := s.checkNamespace(e.Namespace); err != nil {
 					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
 				}
 				sc.one = nsBatch{topic: e.Namespace, regions: sc.one.regions[:0], entries: sc.one.entries[:0]}
@@ -75,7 +75,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 			regionNS[e.Region] = e.Namespace
 			b = byNS[e.Namespace]
 			if b == nil {
-				if err := validateTopic(e.Namespace); err != nil {
+				if err := s.checkNamespace(e.Namespace); err != nil {
 					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
 				}
 				b = &nsBatch{topic: e.Namespace}
@@ -278,7 +278,7 @@ func (s *LogStore) LatestEntryID(ctx context.Context, namespace string) (logstor
 		return 0, err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)

@@ -371,7 +371,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	fail := func(err error) (Claim, error) {
 		return Claim{}, fmt.Errorf("kwal: claim %q region %d: %w", ns, region, err)
 	}
-	if err := validateTopic(ns); err != nil {
+	if err := s.checkNamespace(ns); err != nil {
 		return fail(err)
 	}
 	gen := s.reads.Gate().Generation(ns)
@@ -534,7 +534,7 @@ func (s *LogStore) Release(ctx context.Context, namespace string, region logstor
 		return 0, err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return 0, err
 	}
 	k := ownKey{namespace, uint64(region)}
@@ -602,7 +602,7 @@ func (s *LogStore) Ownership(ctx context.Context, namespace string) ([]RegionOwn
 		return nil, err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return nil, err
 	}
 	if err := s.owning.follower.await(ctx); err != nil {

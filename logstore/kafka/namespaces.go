@@ -38,7 +38,7 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 		return err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -109,6 +109,9 @@ func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) error 
 		return err
 	}
 	defer s.end()
+	if err := s.checkNamespace(namespace); err != nil {
+		return err
+	}
 	// Opening the producer creates the topic and starts the index's
 	// accounting, so the namespace's first append pays for neither.
 	_, err := s.producer(ctx, namespace, true)
@@ -134,7 +137,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error 
 		return err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return err
 	}
 	// The tombstone turns away appends and creations of the namespace until

@@ -26,7 +26,9 @@ type TopicPool struct {
 }
 
 // NewTopicPool returns the pool of n topics named prefix_0 … prefix_{n-1};
-// it fails if n < 1 or a name is not a valid topic name.
+// it fails if n < 1 or a name is not a valid topic name or starts with
+// "__" (ErrInvalidNamespace). Create refuses a pool that holds the store's
+// claims topic.
 func NewTopicPool(prefix string, n int) (*TopicPool, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("kwal: topic pool %q: %d topics; at least 1 is needed", prefix, n)
@@ -34,7 +36,11 @@ func NewTopicPool(prefix string, n int) (*TopicPool, error) {
 	p := &TopicPool{prefix: prefix, names: make([]string, n)}
 	for i := range n {
 		p.names[i] = fmt.Sprintf("%s_%d", prefix, i)
-		if err := validateTopic(p.names[i]); err != nil {
+		err := validateTopic(p.names[i])
+		if err == nil {
+			err = refuseInternalTopic(p.names[i])
+		}
+		if err != nil {
 			return nil, fmt.Errorf("kwal: topic pool %q: %w", prefix, err)
 		}
 	}

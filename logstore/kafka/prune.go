@@ -120,7 +120,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 		return PruneResult{}, err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return PruneResult{}, err
 	}
 	g := s.index

@@ -120,7 +120,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			yield(logstore.Entry{}, fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed))
 			return
 		}
-		if err := validateTopic(namespace); err != nil {
+		if err := s.checkNamespace(namespace); err != nil {
 			yield(logstore.Entry{}, err)
 			return
 		}

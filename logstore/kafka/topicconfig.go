@@ -76,7 +76,7 @@ func (s *LogStore) TopicRetention(ctx context.Context, namespace string) (Retent
 		return Retention{}, err
 	}
 	defer s.end()
-	if err := validateTopic(namespace); err != nil {
+	if err := s.checkNamespace(namespace); err != nil {
 		return Retention{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)

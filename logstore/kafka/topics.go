@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,7 +85,7 @@ func (s *LogStore) collector() worker.Collector {
 func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	if err := validateTopic(topic); err != nil {
+	if err := s.checkNamespace(topic); err != nil {
 		return err
 	}
 	_, err := retry.Every(ctx, s.cfg.RetryBackoff, func(int) (bool, error) {
@@ -234,15 +235,46 @@ func mapUnknown(err error) error {
 	return err
 }
 
+// ErrInvalidNamespace is matched by the error of a call given a name that
+// cannot be a namespace: not a valid Kafka topic name, the store's claims
+// topic (Config.ClaimsTopic), or a name starting with "__", which Kafka
+// keeps for its internal topics (__consumer_offsets, __transaction_state).
+// The error names the namespace and why; nothing was sent for it.
+var ErrInvalidNamespace = errors.New("kwal: invalid namespace")
+
+// checkNamespace refuses a name that is not a namespace of this store:
+// validateTopic's syntax, then the names kwal must never write, delete or
+// prune as a namespace. Writing the claims topic as a namespace would put
+// records there that no claim event decodes from (every store would then
+// stop acknowledging appends), and deleting it would forget every claim.
+func (s *LogStore) checkNamespace(ns string) error {
+	if err := validateTopic(ns); err != nil {
+		return err
+	}
+	if ns == s.cfg.ClaimsTopic {
+		return fmt.Errorf("%w: %q is the claims topic (Config.ClaimsTopic), where every store records its region claims", ErrInvalidNamespace, ns)
+	}
+	return refuseInternalTopic(ns)
+}
+
+// refuseInternalTopic refuses a name Kafka keeps for its internal topics;
+// unlike the claims topic's name, it does not depend on a store.
+func refuseInternalTopic(ns string) error {
+	if strings.HasPrefix(ns, "__") {
+		return fmt.Errorf("%w: %q starts with \"__\", which Kafka keeps for its internal topics (such as __consumer_offsets)", ErrInvalidNamespace, ns)
+	}
+	return nil
+}
+
 // validateTopic applies Kafka's topic name rules, so a bad namespace is
 // reported by name before any request.
 func validateTopic(t string) error {
 	if t == "" || t == "." || t == ".." || len(t) > 249 {
-		return fmt.Errorf("kwal: namespace %q is not a valid topic name (1-249 characters, not . or ..)", t)
+		return fmt.Errorf("%w: %q is not a valid topic name (1-249 characters, not . or ..)", ErrInvalidNamespace, t)
 	}
 	for _, c := range t {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("kwal: namespace %q is not a valid topic name: %q is not one of [a-zA-Z0-9._-]", t, c)
+			return fmt.Errorf("%w: %q is not a valid topic name: %q is not one of [a-zA-Z0-9._-]", ErrInvalidNamespace, t, c)
 		}
 	}
 	return nil
