@@ -347,6 +347,10 @@ func (s *LogStore) prepareRead(ctx context.Context, ns string) error {
 // holds first wins; the other fails with ErrFenced, naming it. A Claim that
 // fails after its pending claim was written leaves the region pending:
 // earlier owners stay fenced, and the next Claim completes the move.
+//
+// A namespace with no topic yet is created under AutoCreateTopics, as an
+// append would create it (a new region is claimed before its first
+// append); without it, Claim fails with ErrUnknownNamespace.
 func (s *LogStore) Claim(ctx context.Context, namespace string, region logstore.RegionID) (Claim, error) {
 	if err := s.begin("claim"); err != nil {
 		return Claim{}, err
@@ -375,7 +379,9 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 		return fail(err)
 	}
 	gen := s.reads.Gate().Generation(ns)
-	if _, err := s.producer(ctx, ns, false); err != nil {
+	// A datanode opening a new region claims it before its first append:
+	// the namespace is created as that append would create it.
+	if _, err := s.producer(ctx, ns, s.cfg.AutoCreateTopics); err != nil {
 		return fail(err)
 	}
 	tid, err := s.topicID(ctx, ns)
