@@ -29,14 +29,15 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		return logstore.AppendResult{}, err
 	}
 	defer s.end()
-	// Release waits for the appends in flight by taking the gate.
-	s.owning.gate.RLock()
-	defer s.owning.gate.RUnlock()
 	if len(entries) == 0 {
 		return logstore.AppendResult{LastEntryIDs: map[logstore.RegionID]logstore.EntryID{}}, nil
 	}
 	sc := appendScratchPool.Get().(*appendScratch)
 	defer sc.put()
+	// The call's regions are in flight until it returns, its noteAcked
+	// included: Release of one of them waits for that (inflight.go).
+	sc.entered = sc.entered[:0]
+	defer func() { s.owning.leaveAppends(sc.entered) }()
 	batches := sc.batches[:0]
 	// Most calls write one namespace: they need no maps to split the entries
 	// by namespace, nor to find a region under two namespaces.
@@ -85,8 +86,13 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 		}
 		var epoch uint64
 		if i == 0 || e.Region != entries[i-1].Region || e.Namespace != entries[i-1].Namespace {
+			k := ownKey{e.Namespace, uint64(e.Region)}
+			st, entered := s.owning.enterAppend(k)
+			if entered {
+				sc.entered = append(sc.entered, k)
+			}
 			var err error
-			if epoch, err = s.epochFor(ctx, e.Namespace, uint64(e.Region)); err != nil {
+			if epoch, err = s.epochFor(ctx, e.Namespace, uint64(e.Region), st); err != nil {
 				return logstore.AppendResult{}, err
 			}
 		} else {
@@ -152,11 +158,11 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (l
 	return res, nil
 }
 
-// epochFor is the epoch this store writes region of ns under; it fails
-// with ErrFenced, before anything is written, when the store released the
-// region or already knows a newer claim of it.
-func (s *LogStore) epochFor(ctx context.Context, ns string, region uint64) (uint64, error) {
-	st, _ := s.owning.own(ownKey{ns, region})
+// epochFor is the epoch this store writes region of ns under, given what
+// the store holds of it (st); it fails with ErrFenced, before anything is
+// written, when the store released the region or already knows a newer
+// claim of it.
+func (s *LogStore) epochFor(ctx context.Context, ns string, region uint64, st ownState) (uint64, error) {
 	if st.released {
 		s.metrics.fencedAppends.WithLabelValues("before_write").Inc()
 		return 0, fmt.Errorf("%w; nothing was written", &FencedError{Op: "append", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true})
@@ -210,6 +216,7 @@ type appendScratch struct {
 	one      nsBatch // the common call: one namespace
 	batches  []*nsBatch
 	pendings []*worker.Pending
+	entered  []ownKey // the regions enterAppend counted, once per run
 }
 
 var appendScratchPool = sync.Pool{New: func() any { return new(appendScratch) }}
@@ -218,9 +225,10 @@ var appendScratchPool = sync.Pool{New: func() any { return new(appendScratch) }}
 // caller's data, other namespaces' batches, results), unless it grew
 // beyond a usual call.
 func (sc *appendScratch) put() {
-	if cap(sc.one.entries) > 4096 || cap(sc.batches) > 256 {
+	if cap(sc.one.entries) > 4096 || cap(sc.batches) > 256 || cap(sc.entered) > 4096 {
 		return
 	}
+	clear(sc.entered[:cap(sc.entered)])
 	clear(sc.one.entries[:cap(sc.one.entries)])
 	clear(sc.batches[:cap(sc.batches)])
 	clear(sc.pendings[:cap(sc.pendings)])

@@ -86,3 +86,10 @@ func ReadHoldPeak(s *LogStore) int64 { return s.reads.HoldPeak() }
 
 // ReadHoldUsed is the entry data the store's reads hold now.
 func ReadHoldUsed(s *LogStore) int64 { return s.reads.HoldUsed() }
+
+// SetReleaseWaitHook makes the store call fn as a Release begins to wait
+// for the appends in flight that carry its region. Set it before the
+// Release starts.
+func SetReleaseWaitHook(s *LogStore, fn func(namespace string, region uint64)) {
+	s.owning.appends.waitingForTesting = fn
+}

@@ -97,10 +97,13 @@ type owning struct {
 
 	mu     sync.Mutex                          // serialises changes of owned
 	owned  atomic.Pointer[map[ownKey]ownState] // copied on write; read by every append
-	gate   sync.RWMutex                        // appends hold it shared; Release exclusively
 	ackMu  sync.Mutex
 	acked  map[ownKey]logstore.EntryID // the last ID this store acknowledged, per region
 	topics sync.Map                    // topic -> its ID (hex), as looked up
+
+	// appends are the appends in flight per region, which Release waits
+	// for (inflight.go).
+	appends appendsInFlight
 }
 
 func defaultOwner() string {
@@ -533,8 +536,9 @@ func ptr(s string) *string { return &s }
 // and returns the ID of the region's last entry this store acknowledged
 // since it opened (0: none). It is the cooperative hand-over: the next
 // owner's Claim need not wait for anything, and its SealedID is at least
-// the returned ID. Appends of other regions wait while Release waits for
-// those in flight.
+// the returned ID. It waits only for the appends that carry the region
+// (those of other regions never wait for it, nor it for them); when ctx
+// ends first it returns ctx's error, and the region stays released.
 func (s *LogStore) Release(ctx context.Context, namespace string, region logstore.RegionID) (logstore.EntryID, error) {
 	if err := s.begin("release"); err != nil {
 		return 0, err
@@ -545,21 +549,21 @@ func (s *LogStore) Release(ctx context.Context, namespace string, region logstor
 	}
 	k := ownKey{namespace, uint64(region)}
 	o := &s.owning
-	locked := make(chan struct{})
-	go func() {
-		o.gate.Lock()
-		close(locked)
-	}()
-	select {
-	case <-locked:
-	case <-ctx.Done():
-		go func() { <-locked; o.gate.Unlock() }()
-		return 0, fmt.Errorf("kwal: release %q region %d: waiting for the appends in flight: %w", namespace, region, context.Cause(ctx))
-	}
 	st, _ := o.own(k)
 	st.released = true
 	o.setOwn(k, st)
-	o.gate.Unlock()
+	// The mark first: an append that enterAppend counts after it sees it,
+	// so the appends to wait for are only those counted before.
+	if drained := o.appendsDrained(k); drained != nil {
+		if h := o.appends.waitingForTesting; h != nil {
+			h(namespace, uint64(region))
+		}
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("kwal: release %q region %d: waiting for the appends in flight (the region is released): %w", namespace, region, context.Cause(ctx))
+		}
+	}
 	o.ackMu.Lock()
 	last := o.acked[k]
 	o.ackMu.Unlock()
