@@ -84,7 +84,9 @@ type Config struct {
 	// records region claims (package claim); all of a cluster's stores must
 	// use the same one. Default "kwal-claims". It is created when
 	// AutoCreateTopics is set, with retention off and cleanup.policy
-	// delete (every event counts).
+	// delete (every event counts); a Claim fails while a topic made by
+	// other means has other values. It is not a namespace: a call naming
+	// it fails with ErrInvalidNamespace.
 	ClaimsTopic string
 
 	// Fencing says how an append learns that its region was claimed by a

@@ -104,6 +104,9 @@ type owning struct {
 	// appends are the appends in flight per region, which Release waits
 	// for (inflight.go).
 	appends appendsInFlight
+	// claimsTopicChecked is set once the claims topic's configs were found
+	// to keep every event (claimstopic.go).
+	claimsTopicChecked atomic.Bool
 }
 
 func defaultOwner() string {
@@ -381,6 +384,11 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	if err := s.checkNamespace(ns); err != nil {
 		return fail(err)
 	}
+	// Before the namespace is created: a claims topic that would lose the
+	// claim's events fails the claim without leaving a new topic behind.
+	if err := s.readyClaimsTopic(ctx); err != nil {
+		return fail(err)
+	}
 	gen := s.reads.Gate().Generation(ns)
 	// A datanode opening a new region claims it before its first append:
 	// the namespace is created as that append would create it.
@@ -389,9 +397,6 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	}
 	tid, err := s.topicID(ctx, ns)
 	if err != nil {
-		return fail(err)
-	}
-	if err := s.ensureClaimsTopic(ctx); err != nil {
 		return fail(err)
 	}
 	id := claim.ID{Namespace: ns, TopicID: tid, Region: region}
@@ -501,35 +506,6 @@ func (s *LogStore) writeEvent(ctx context.Context, ev claim.Event) error {
 	}
 	return nil
 }
-
-// ensureClaimsTopic creates the claims topic unless it exists (when
-// AutoCreateTopics is set): one partition, nothing deleted.
-func (s *LogStore) ensureClaimsTopic(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	td, err := s.adm.ListTopics(ctx, s.cfg.ClaimsTopic)
-	if err != nil {
-		return fmt.Errorf("claims topic %q: %w", s.cfg.ClaimsTopic, err)
-	}
-	if d, ok := td[s.cfg.ClaimsTopic]; ok && d.Err == nil {
-		return nil
-	}
-	if !s.cfg.AutoCreateTopics {
-		return fmt.Errorf("claims topic %q does not exist (create it with one partition, or set AutoCreateTopics): %w", s.cfg.ClaimsTopic, ErrUnknownNamespace)
-	}
-	retention := "-1"
-	configs := map[string]*string{"retention.ms": &retention, "retention.bytes": &retention, "cleanup.policy": ptr("delete")}
-	resp, err := s.adm.CreateTopic(ctx, 1, s.cfg.ReplicationFactor, configs, s.cfg.ClaimsTopic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("creating the claims topic %q: %w", s.cfg.ClaimsTopic, err)
-	}
-	return nil
-}
-
-func ptr(s string) *string { return &s }
 
 // Release stops this store's appends of region (later ones fail with
 // ErrFenced until this store claims it again), waits for those in flight,
