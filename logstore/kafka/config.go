@@ -36,14 +36,25 @@ type Config struct {
 	// ReadHoldBytes (the entry data a read holds). Default 32 MiB.
 	MaxEntryBytes int64
 
-	// IndexDir is the local directory for region-index checkpoints. ""
-	// keeps the index in memory only: it is rebuilt by reading after a
-	// restart. Default "".
+	// IndexDir is the local directory for region-index checkpoints and for
+	// the epochs the store holds (held-epochs.json: each region it claimed
+	// or released, with the claim's epoch and topic ID, and the Owner). A
+	// store reopened on it with the same Owner resumes them: it appends to
+	// its regions under the same epochs without claiming them again, and
+	// the regions it released stay released. A claim made by another
+	// store meanwhile still fences it, and a namespace deleted meanwhile
+	// resumes nothing. Only one store at a time holds the directory
+	// (ErrIndexDirInUse), which is what makes resuming safe. "" keeps the
+	// index in memory only (it is rebuilt by reading after a restart) and
+	// a restarted store holds no region: its appends of regions it had
+	// claimed fail with ErrFenced until it claims them again. Default "".
 	IndexDir string
 
 	// IndexStore, when set, persists the index there instead of IndexDir
 	// (for example blobstore.New over an object-storage bucket, so another
-	// node can read this node's index). Default nil.
+	// node can read this node's index), and the held epochs with it (see
+	// IndexDir); like the index, only one store may write to it. Default
+	// nil.
 	IndexStore index.Store
 
 	// IndexCheckpointInterval is how often changed index state is persisted
@@ -59,7 +70,9 @@ type Config struct {
 	// IndexReadOnly loads the persisted index but never writes it (no
 	// checkpoints, Close leaves the files as they are; IndexDir is opened
 	// without being created or tidied): for tools that inspect or verify
-	// another process's index. Default false.
+	// another process's index. Such a store neither resumes nor writes the
+	// held epochs (see IndexDir): it would write under the epochs of the
+	// process that owns the directory. Default false.
 	IndexReadOnly bool
 
 	// PruneInterval, when positive, runs Prune on every namespace the index
@@ -73,11 +86,16 @@ type Config struct {
 	PruneInterval time.Duration
 
 	// DisableIndex turns the region index off: every read scans the topic.
-	// Default false.
+	// The held epochs are not kept either (see IndexDir). Default false.
 	DisableIndex bool
 
 	// Owner names this store in the claims it makes (LogStore.Claim) and
-	// in ErrFenced errors; "" (the default) uses "host:pid" of the process.
+	// in ErrFenced errors. "" (the default) uses "host:pid" of the process,
+	// except for a store with an IndexDir or IndexStore (not read-only):
+	// its name is kept there with the epochs it holds at its first open,
+	// and "" reuses it at every later open, so that a restarted store
+	// resumes them. An Owner set to another name than the kept one resumes
+	// nothing (logged at INFO), and is kept from then on.
 	Owner string
 
 	// ClaimsTopic is the topic where every store sharing the brokers

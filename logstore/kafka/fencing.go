@@ -100,6 +100,9 @@ type owning struct {
 	ackMu  sync.Mutex
 	acked  map[ownKey]logstore.EntryID // the last ID this store acknowledged, per region
 	topics sync.Map                    // topic -> its ID (hex), as looked up
+	// held keeps owned in the index's Store, written under mu with each
+	// change (heldepochs.go); nil without a writable one.
+	held *heldEpochs
 
 	// appends are the appends in flight per region, which Release waits
 	// for (inflight.go).
@@ -137,6 +140,7 @@ func (o *owning) setOwn(k ownKey, st ownState) {
 	}
 	next[k] = st
 	o.owned.Store(&next)
+	o.writeHeld(next)
 }
 
 // forget drops what the store held of namespace's regions (the topic was
@@ -156,6 +160,7 @@ func (o *owning) forget(ns string) {
 		}
 	}
 	o.owned.Store(&next)
+	o.writeHeld(next)
 	o.ackMu.Lock()
 	for k := range o.acked {
 		if k.ns == ns {

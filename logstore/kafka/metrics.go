@@ -30,6 +30,9 @@ type metrics struct {
 	claimLatency  prometheus.Histogram
 	fencedAppends *prometheus.CounterVec
 	fencingCheck  prometheus.Histogram
+	// heldEpochsFileErrors counts failures of the held-epochs file
+	// (heldepochs.go), by op (read, write).
+	heldEpochsFileErrors *prometheus.CounterVec
 	// clients are the franz-go clients' own metrics, registered apart
 	// (registerClients) once the clients exist.
 	clients clientMetrics
@@ -73,6 +76,9 @@ func newMetrics() *metrics {
 			Name: "kwal_fencing_check_seconds", Help: "Strict and lease fencing: how long an AppendBatch waited, after its produce returned, for a look at the claims topic begun after that (under a lease, only when the lease had run out): what fencing adds to an append's latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
+		heldEpochsFileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_held_epochs_file_errors_total", Help: "Failures of the file that keeps the epochs this store holds, by op: read (at Open the file was not valid; the store started holding no region), write (the epochs are held in memory; a restart before the next write that succeeds resumes the file's older state).",
+		}, []string{"op"}),
 		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_obsolete_stale_total", Help: "Obsolete calls at or below the region's current Obsolete point: nothing to do (a retry, or a point already learned from another store's mark).",
 		}),
@@ -90,7 +96,7 @@ func (m *metrics) forget(namespace string) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.heldEpochsFileErrors)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -224,6 +224,11 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
 			}
 		}
+		if st != nil && !cfg.IndexReadOnly {
+			if err := s.openHeldEpochs(ctx, st); err != nil {
+				return nil, err
+			}
+		}
 		interval := cfg.IndexCheckpointInterval
 		if st == nil {
 			interval = 0
@@ -314,6 +319,9 @@ func (s *LogStore) Close() error {
 			}
 		}
 		cancel()
+		if err := s.owning.flushHeld(); err != nil {
+			errs = append(errs, err)
+		}
 		if s.index != nil {
 			ictx, icancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 			if err := s.index.Close(ictx); err != nil {
