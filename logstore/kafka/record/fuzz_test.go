@@ -383,31 +383,42 @@ func assembleSeeds() [][]byte {
 	}
 }
 
-// markSeeds are valid marks: an Obsolete mark, prune marks with empty and
-// large tables and regions at the ends of the ID space.
+// markSeeds are valid marks: Obsolete marks of epoch 0 and above, prune
+// marks with empty and large tables, regions at the ends of the ID space,
+// and tables mixing epoch 0 with others.
 func markSeeds() []Mark {
 	return []Mark{
 		{Obsolete: []RegionPoint{{Region: 7, Before: 12}}},
+		{Obsolete: []RegionPoint{{Region: 7, Before: 12, Epoch: 3}}},
 		{Prune: true},
-		{Prune: true, From: 3, Point: 900, Obsolete: []RegionPoint{{0, 1}, {1, 1 << 40}, {1 << 63, 5}, {math.MaxUint64, math.MaxInt64}}},
+		{Prune: true, From: 3, Point: 900, Obsolete: []RegionPoint{
+			{Region: 0, Before: 1}, {Region: 1, Before: 1 << 40}, {Region: 1 << 63, Before: 5}, {Region: math.MaxUint64, Before: math.MaxInt64}}},
+		{Prune: true, From: 3, Point: 900, Obsolete: []RegionPoint{
+			{Region: 0, Before: 1}, {Region: 1, Before: 1 << 40, Epoch: math.MaxUint64}, {Region: math.MaxUint64, Before: 2, Epoch: 1}}},
 	}
 }
 
 // FuzzDecodeMark: DecodeMark never panics; it fails with ErrMalformed and an
 // empty mark, or returns a mark that is valid (regions ascending, points in
-// range, From <= Point) and re-encodes to exactly its input.
+// range, From <= Point) whose table answers Before and Region for every
+// listed region, and that re-encodes to exactly its input (so a mark whose
+// epochs are all 0 decodes only from the layout without epochs).
 func FuzzDecodeMark(f *testing.F) {
 	for _, m := range markSeeds() {
 		f.Add(appendMark(nil, m))
 	}
 	f.Add([]byte{})
-	f.Add([]byte{2, 0, 0, 0})             // unknown flag
-	f.Add([]byte{0, 1, 0, 0})             // obsolete mark with a from
-	f.Add([]byte{1, 5, 4, 0})             // from above point
-	f.Add([]byte{0, 0, 0, 1, 3, 0})       // before 0
-	f.Add([]byte{0, 0, 0, 2, 3, 1})       // count beyond the bytes
-	f.Add([]byte{0, 0, 0, 1, 0x80, 0, 1}) // non-shortest varint
-	f.Add([]byte{0, 0, 0, 0, 9})          // trailing byte
+	f.Add([]byte{4, 0, 0, 0})                   // unknown flag
+	f.Add([]byte{2, 0, 0, 1, 3, 5, 0})          // epochs flagged, every epoch 0
+	f.Add([]byte{2, 0, 0, 1, 3, 5})             // epochs flagged, epoch missing
+	f.Add([]byte{2, 0, 0, 1, 3, 5, 0x81, 0})    // non-shortest epoch
+	f.Add([]byte{3, 0, 9, 2, 3, 5, 2, 0, 6, 0}) // prune mark with epochs
+	f.Add([]byte{0, 1, 0, 0})                   // obsolete mark with a from
+	f.Add([]byte{1, 5, 4, 0})                   // from above point
+	f.Add([]byte{0, 0, 0, 1, 3, 0})             // before 0
+	f.Add([]byte{0, 0, 0, 2, 3, 1})             // count beyond the bytes
+	f.Add([]byte{0, 0, 0, 1, 0x80, 0, 1})       // non-shortest varint
+	f.Add([]byte{0, 0, 0, 0, 9})                // trailing byte
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := slices.Clone(b)
 		m, err := DecodeMark(b)
@@ -432,6 +443,9 @@ func FuzzDecodeMark(f *testing.F) {
 			}
 			if m.Before(rp.Region) != rp.Before {
 				t.Fatalf("Before(%d) = %d, want %d", rp.Region, m.Before(rp.Region), rp.Before)
+			}
+			if got, ok := m.Region(rp.Region); !ok || got != rp {
+				t.Fatalf("Region(%d) = %+v, %v, want %+v", rp.Region, got, ok, rp)
 			}
 		}
 		if got := appendMark(nil, m); !bytes.Equal(got, b) {

@@ -13,28 +13,42 @@ import (
 // (seq 0, size and entry CRC of the value) with region 0; its value is the
 // mark's payload:
 //
-//	+-------+-------------+-------------+-----------+======================+
+//	+-------+-------------+-------------+-----------+=======================+
 //	| flags | uv(from)    | uv(point)   | uv(n)     | n x (uv(region delta) |
-//	| uint8 |             |             |           |      uv(before))      |
-//	+-------+-------------+-------------+-----------+======================+
+//	| uint8 |             |             |           |      uv(before)       |
+//	|       |             |             |           |      [uv(epoch)])     |
+//	+-------+-------------+-------------+-----------+=======================+
 //
-//	flags    bit 0: a prune mark (From and Point are meaningful); the other
-//	         bits are 0
+//	flags    bit 0: a prune mark (From and Point are meaningful); bit 1:
+//	         every region carries an epoch; the other bits are 0
 //	from     prune mark: the lowest offset its table speaks for
 //	point    prune mark: the offset below which its writer deletes; >= from
 //	region   ascending: the first as is, each next one as id - previous - 1
 //	before   the region's Obsolete point: it needs none of its records at
 //	         offsets < before; > 0
+//	epoch    (bit 1 only) the region's owner epoch its statement is made
+//	         under; without bit 1, every region's is 0
 //
-// uv is an unsigned varint in shortest form. An Obsolete mark (flags 0,
+// uv is an unsigned varint in shortest form. An Obsolete mark (bit 0 clear,
 // from and point 0) carries one region. A prune mark's table states: every
 // kwal record at an offset in [From, Point) belongs to a listed region and
 // lies below that region's before; so a region absent from the table has no
 // record there. (logstore/kafka/index/doc.go gives the argument built on it.)
+//
+// A region's statement is ignored where a record of its region with its
+// epoch at the mark's offset would be fenced (package claim): a paused old
+// owner's mark cannot move the new owner's pruning. Bit 1 is set only when
+// some epoch is not 0, so a mark whose regions were never claimed keeps the
+// layout marks had before they carried epochs, byte for byte, and marks of
+// that layout read as epoch 0.
 const KindMark Kind = 5
 
-// markFlagPrune marks a prune mark.
-const markFlagPrune = 1
+// Mark flags: markFlagPrune marks a prune mark, markFlagEpochs a table
+// whose regions carry epochs.
+const (
+	markFlagPrune  = 1
+	markFlagEpochs = 2
+)
 
 // Mark is the decoded payload of a KindMark record.
 type Mark struct {
@@ -47,10 +61,13 @@ type Mark struct {
 }
 
 // RegionPoint is one region's Obsolete point: it needs none of its records
-// at offsets < Before.
+// at offsets < Before. Epoch is the region's owner epoch the statement is
+// made under (0: the region was never claimed, or the writer does not
+// fence).
 type RegionPoint struct {
 	Region uint64
 	Before int64
+	Epoch  uint64
 }
 
 // maxMarkRegions bounds a mark's table so that its length check cannot
@@ -70,6 +87,10 @@ func appendMark(dst []byte, m Mark) []byte {
 	if m.Prune {
 		flags |= markFlagPrune
 	}
+	epochs := m.hasEpochs()
+	if epochs {
+		flags |= markFlagEpochs
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(m.From))
 	dst = binary.AppendUvarint(dst, uint64(m.Point))
@@ -81,8 +102,21 @@ func appendMark(dst []byte, m Mark) []byte {
 		}
 		dst = binary.AppendUvarint(dst, d)
 		dst = binary.AppendUvarint(dst, uint64(rp.Before))
+		if epochs {
+			dst = binary.AppendUvarint(dst, rp.Epoch)
+		}
 	}
 	return dst
+}
+
+// hasEpochs reports whether a region of m has an epoch other than 0.
+func (m *Mark) hasEpochs() bool {
+	for _, rp := range m.Obsolete {
+		if rp.Epoch != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var errMarkVarint = errors.New("bad varint")
@@ -108,10 +142,11 @@ func DecodeMark(b []byte) (Mark, error) {
 		return bad("flags", errors.New("empty payload"))
 	}
 	flags := b[0]
-	if flags&^markFlagPrune != 0 {
+	if flags&^(markFlagPrune|markFlagEpochs) != 0 {
 		return bad("flags", fmt.Errorf("unknown bits %#x", flags))
 	}
 	m.Prune = flags&markFlagPrune != 0
+	epochs := flags&markFlagEpochs != 0
 	b = b[1:]
 	var vals [3]uint64
 	for i, name := range []string{"from", "point", "count"} {
@@ -159,17 +194,35 @@ func DecodeMark(b []byte) (Mark, error) {
 		if before == 0 || before > math.MaxInt64 {
 			return bad("before", fmt.Errorf("region %d: obsolete point %d", id, before))
 		}
-		m.Obsolete = append(m.Obsolete, RegionPoint{Region: id, Before: int64(before)})
+		var epoch uint64
+		if epochs {
+			if epoch, n, err = markVarint(b); err != nil {
+				return bad("epoch", err)
+			}
+			b = b[n:]
+		}
+		m.Obsolete = append(m.Obsolete, RegionPoint{Region: id, Before: int64(before), Epoch: epoch})
 		prev = id
 	}
 	if len(b) > 0 {
 		return bad("payload", fmt.Errorf("%d bytes after the table", len(b)))
+	}
+	if epochs && !m.hasEpochs() {
+		// The writer sets the flag only for an epoch other than 0: this
+		// mark would re-encode to other bytes.
+		return bad("flags", errors.New("epochs flagged, but every epoch is 0"))
 	}
 	return m, nil
 }
 
 // Before returns region's Obsolete point in the mark's table (0 when absent).
 func (m *Mark) Before(region uint64) int64 {
+	rp, _ := m.Region(region)
+	return rp.Before
+}
+
+// Region returns region's statement in the mark's table.
+func (m *Mark) Region(region uint64) (RegionPoint, bool) {
 	lo, hi := 0, len(m.Obsolete)
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -180,7 +233,7 @@ func (m *Mark) Before(region uint64) int64 {
 		}
 	}
 	if lo < len(m.Obsolete) && m.Obsolete[lo].Region == region {
-		return m.Obsolete[lo].Before
+		return m.Obsolete[lo], true
 	}
-	return 0
+	return RegionPoint{}, false
 }
