@@ -224,7 +224,7 @@ func (s *LogStore) openHeldEpochs(ctx context.Context, st index.Store) error {
 	switch {
 	case errors.Is(err, index.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("kwal: open: reading the held epochs %s: %w", h.where, err)
+		return fmt.Errorf("kwal: open: reading the held epochs (%s) from the index store: %w", h.where, err)
 	default:
 		if file, err = decodeHeldEpochs(data); err != nil {
 			h.errs.WithLabelValues("read").Inc()

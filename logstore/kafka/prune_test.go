@@ -333,7 +333,7 @@ func TestRetentionProofSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	var names []string
 	for _, f := range files {
-		if !strings.HasPrefix(f.Name(), ".") { // the directory's lock file
+		if strings.HasPrefix(f.Name(), "idx-") { // the index's files, not the lock or other blobs
 			names = append(names, f.Name())
 		}
 	}
