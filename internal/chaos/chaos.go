@@ -22,7 +22,12 @@
 //     while its owner is SIGSTOPped with calls in flight (failover.go): the
 //     new owner claims it (LogStore.Claim) and appends, the old owner
 //     resumes and its calls fail with ErrFenced, and no replay returns
-//     what it wrote above the claim.
+//     what it wrote above the claim. With Options.ClaimsLeaderFaults the
+//     regions move while the broker leading the claims topic's partition
+//     is faulted instead (claimsfaults.go): SIGSTOPped until another
+//     broker leads the partition and acknowledged a claim's first event,
+//     then SIGCONTed (a deposed leader that resumes), or SIGKILLed, then
+//     restarted.
 //
 // Time to first success is measured from the fault (the killed process is
 // gone; a graceful stop begins) or from the recovery (resume, restart) to
@@ -68,7 +73,7 @@ type Options struct {
 	Store   kafka.Config // the store's config; Brokers defaults to the cluster's
 	Topic   string       // a fresh topic for this run
 	Load    Load
-	Cycles  int           // leader-kill cycles, region-failover hand-overs (others: 1, or 3 restarts for rolling-restart)
+	Cycles  int           // leader-kill cycles, region-failover hand-overs or ClaimsLeaderFaults rounds (others: 1, or 3 restarts for rolling-restart)
 	Settle  int           // acknowledged calls to wait for between faults (default 50)
 	Wait    time.Duration // the longest wait for the cluster to recover from one fault (default 2 min)
 	Logf    func(format string, args ...any)
@@ -81,6 +86,13 @@ type Options struct {
 	// (default 3). Its datanodes run Load.Writers lanes per owned region.
 	HandoverEvery   time.Duration
 	RegionsPerTopic int
+	// ClaimsLeaderFaults, when set, makes region-failover fault the broker
+	// that leads the claims topic's partition while regions move, instead
+	// of moving one every HandoverEvery: each of Cycles rounds runs these
+	// faults in order (FaultPause, FaultKill), each on the partition's
+	// leader at that moment, moving one region while the fault lasts and
+	// another right after it (claimsfaults.go).
+	ClaimsLeaderFaults []string
 	// Progress, when set, is called every second while the scenario runs
 	// (from another goroutine than Run's).
 	Progress func(Progress)
@@ -319,17 +331,7 @@ func (r *run) restore(nodes []int32) {
 // firstAckStartedAfter returns how long after t the first acknowledged
 // call that began after t ended.
 func (r *run) firstAckStartedAfter(t time.Time) (time.Duration, bool) {
-	var best time.Duration
-	found := false
-	for _, c := range r.ledger.Calls() {
-		if c.Outcome != ledger.Acked || c.Start.Before(t) {
-			continue
-		}
-		if d := c.End().Sub(t); !found || d < best {
-			best, found = d, true
-		}
-	}
-	return best, found
+	return firstAckStartedAfter(r.ledger.Calls(), t)
 }
 
 // sampleHeap samples the Go heap every 100 ms until the returned function

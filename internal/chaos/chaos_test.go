@@ -206,7 +206,7 @@ func describeFailover(f chaos.Failover) string {
 	if len(lat) > 0 {
 		p50, worst = lat[len(lat)/2], lat[len(lat)-1]
 	}
-	return fmt.Sprintf("region-failover: claims %d (latency p50 %v, max %v), calls in flight at a resume %d (refused with ErrFenced %d, acknowledged below the claim %d), fenced calls %d, fenced entries skipped %d (index) %d (scan), stale entries replayed %d, wrong sealed IDs %d",
-		len(f.Claims), p50.Round(time.Millisecond), worst.Round(time.Millisecond), f.ZombieCalls, f.ZombieRefused, f.ZombieAcked, f.FencedCalls,
-		f.FencedSkipped, f.FencedSkippedScan, f.Stale, f.SealedWrong)
+	return fmt.Sprintf("region-failover: claims %d (latency p50 %v, max %v), calls in flight at a resume %d (refused with ErrFenced %d, acknowledged below the claim %d, failed otherwise %d), fenced calls %d, other failed calls %d during claims-leader faults and %d outside, acknowledged entries above a claim %d, fenced entries skipped %d (index) %d (scan), stale entries replayed %d, wrong sealed IDs %d",
+		len(f.Claims), p50.Round(time.Millisecond), worst.Round(time.Millisecond), f.ZombieCalls, f.ZombieRefused, f.ZombieAcked, f.ZombieFailed, f.FencedCalls,
+		f.FaultFailed, f.OtherFailed, f.AboveClaim, f.FencedSkipped, f.FencedSkippedScan, f.Stale, f.SealedWrong)
 }

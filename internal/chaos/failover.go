@@ -32,8 +32,15 @@ type Failover struct {
 	// in flight (begun, not ended) when they were resumed after the claim;
 	// ZombieRefused those that failed with ErrFenced, ZombieAcked those
 	// acknowledged (allowed: their check began before the claim, so they
-	// landed below it; the replays prove they did).
-	ZombieCalls, ZombieRefused, ZombieAcked int
+	// landed below it; the replays and AboveClaim prove they did),
+	// ZombieFailed those that failed otherwise (not acknowledged: under
+	// ClaimsLeaderFaults the claims topic may be out of reach, or the
+	// call's ProduceTimeout ran out while its owner was stopped).
+	ZombieCalls, ZombieRefused, ZombieAcked, ZombieFailed int
+	// AboveClaim counts acknowledged entries whose ID is above the
+	// SealedID of a claim that outranks their epoch: an old owner told
+	// "acknowledged" for what the claim fences (must be 0).
+	AboveClaim int
 	// FencedCalls counts every call that failed with ErrFenced.
 	FencedCalls int
 	// FencedSkipped is ReadStats.Fenced summed over every region's replay
@@ -47,17 +54,30 @@ type Failover struct {
 	SealedWrong int
 	// Claims holds every claim's latency (the initial ones included).
 	Claims []time.Duration
-	// Problems describes the first violations of Stale and SealedWrong.
+	// ClaimsFaults holds each fault of the claims partition's leader
+	// (Options.ClaimsLeaderFaults), in order.
+	ClaimsFaults []ClaimsFault
+	// FaultFailed counts the calls that failed with another error than
+	// ErrFenced and overlapped a claims-leader fault (from the fault until
+	// every replica was back in sync); OtherFailed the others (calls that
+	// failed with no fault to explain it).
+	FaultFailed, OtherFailed int
+	// Failures describes the first calls that failed with another error
+	// than ErrFenced: when each began, how long it took, its datanode and
+	// region, the claims-leader fault it overlapped, its error.
+	Failures []string
+	// Problems describes the first violations of Stale, SealedWrong and
+	// AboveClaim.
 	Problems []string
 }
 
 // Err returns the violations of the fencing promise, if any.
 func (f *Failover) Err() error {
-	if f == nil || f.Stale+f.SealedWrong == 0 && f.FencedSkipped == f.FencedSkippedScan {
+	if f == nil || f.Stale+f.SealedWrong+f.AboveClaim == 0 && f.FencedSkipped == f.FencedSkippedScan {
 		return nil
 	}
-	return fmt.Errorf("chaos: region-failover: %d stale entries replayed, %d wrong sealed IDs, fenced entries skipped %d (index) vs %d (scan):\n  %s",
-		f.Stale, f.SealedWrong, f.FencedSkipped, f.FencedSkippedScan, strings.Join(f.Problems, "\n  "))
+	return fmt.Errorf("chaos: region-failover: %d stale entries replayed, %d wrong sealed IDs, %d acknowledged entries above a claim, fenced entries skipped %d (index) vs %d (scan):\n  %s",
+		f.Stale, f.SealedWrong, f.AboveClaim, f.FencedSkipped, f.FencedSkippedScan, strings.Join(f.Problems, "\n  "))
 }
 
 func (f *Failover) problem(format string, args ...any) {
@@ -82,6 +102,7 @@ type regionKey struct {
 // claimRec is one claim a datanode reported.
 type claimRec struct {
 	regionKey
+	node   string
 	epoch  uint64
 	sealed logstore.EntryID
 }
@@ -129,14 +150,19 @@ func (n *node) send(format string, args ...any) error {
 }
 
 // expect returns the first line (stashed or new) for which match is true,
-// failing on an "error" line, the process's end, or ctx.
+// failing on an "error" line it does not match, the process's end, or ctx.
 func (n *node) expect(ctx context.Context, what string, match func([]string) bool) ([]string, error) {
+	// match first: a caller may expect an error line (a claim made while
+	// the claims topic is out of reach).
 	check := func(l string) ([]string, bool, error) {
 		f := strings.Fields(l)
+		if match(f) {
+			return f, true, nil
+		}
 		if len(f) > 0 && f[0] == "error" {
 			return nil, false, fmt.Errorf("datanode %s: %s", n.name, l)
 		}
-		return f, match(f), nil
+		return f, false, nil
 	}
 	for i, l := range n.stash {
 		f, ok, err := check(l)
@@ -248,11 +274,31 @@ func runFailover(ctx context.Context, o Options) (Result, error) {
 	defer os.RemoveAll(dir)
 	stepErr := fo.start(ctx, dir)
 	if stepErr == nil {
-		stepErr = fo.handovers(ctx)
+		if len(o.ClaimsLeaderFaults) > 0 {
+			stepErr = fo.claimsLeaderFaults(ctx)
+		} else {
+			stepErr = fo.handovers(ctx)
+		}
 	}
 	stopErr := fo.stop(ctx)
 	if stepErr == nil {
 		stepErr = stopErr
+	}
+	if len(o.ClaimsLeaderFaults) > 0 {
+		// What the datanodes' stores warned of while the claims partition's
+		// leader was faulted: evidence behind a failed check. (franz-go's
+		// own warnings, a line per refused dial, are left out.)
+		for _, n := range fo.nodes {
+			var ws []string
+			for _, l := range strings.Split(n.stderr.String(), "\n") {
+				if strings.Contains(l, `msg="kwal:`) {
+					ws = append(ws, l)
+				}
+			}
+			if len(ws) > 0 {
+				fo.Logf("region-failover: datanode %s's last warnings:\n%s", n.name, strings.Join(ws[max(0, len(ws)-20):], "\n"))
+			}
+		}
 	}
 	if stepErr != nil {
 		return res, stepErr
@@ -273,24 +319,40 @@ func runFailover(ctx context.Context, o Options) (Result, error) {
 	}
 	res.Stats = l.Stats()
 	res.Cycles = len(fo.claims) - failoverPool*o.RegionsPerTopic
-	for _, c := range l.Calls() {
-		if c.Outcome != ledger.Failed {
-			if c.Outcome == ledger.Acked && fo.zombies[zombieKey{c.Namespace, c.Tags[0]}] {
+	calls := l.Calls()
+	for _, c := range calls {
+		zombie := fo.zombies[zombieKey{c.Namespace, c.Tags[0]}]
+		switch {
+		case c.Outcome == ledger.Acked:
+			if zombie {
 				fo.f.ZombieAcked++
 			}
-			continue
-		}
-		fenced := strings.HasPrefix(c.Err, fencedMark)
-		if fenced {
+			fo.checkAcked(c)
+		case c.Outcome != ledger.Failed:
+		case strings.HasPrefix(c.Err, fencedMark):
 			fo.f.FencedCalls++
-			if fo.zombies[zombieKey{c.Namespace, c.Tags[0]}] {
+			if zombie {
 				fo.f.ZombieRefused++
 			}
-		} else {
+		default:
+			if zombie {
+				fo.f.ZombieFailed++
+			}
+			cf := fo.faultOf(c)
+			if cf != nil {
+				cf.Failed++
+				fo.f.FaultFailed++
+			} else {
+				fo.f.OtherFailed++
+			}
+			fo.noteFailure(c, cf)
 			res.Errors = append(res.Errors, c.Err)
 		}
 	}
 	res.Errors = countLines(res.Errors)
+	if err := fo.firstSuccesses(calls, &res); err != nil {
+		return res, err
+	}
 	if err := fo.verify(ctx, l, &res); err != nil {
 		return res, err
 	}
@@ -382,10 +444,14 @@ func (fo *failover) claim(ctx context.Context, k regionKey, to int) error {
 	}
 	reg := strconv.FormatUint(uint64(k.region), 10)
 	f, err := n.expect(ctx, "the claim of "+k.ns+" region "+reg, func(f []string) bool {
-		return len(f) == 6 && f[0] == "claimed" && f[1] == k.ns && f[2] == reg
+		return len(f) == 6 && f[0] == "claimed" && f[1] == k.ns && f[2] == reg ||
+			len(f) >= 4 && f[0] == "error" && f[1] == "claim" && f[2] == k.ns && f[3] == reg+":"
 	})
 	if err != nil {
 		return err
+	}
+	if f[0] == "error" {
+		return &claimError{node: n.name, k: k, text: strings.Join(f[4:], " ")}
 	}
 	epoch, err1 := strconv.ParseUint(f[3], 10, 64)
 	sealed, err2 := strconv.ParseUint(f[4], 10, 64)
@@ -396,7 +462,7 @@ func (fo *failover) claim(ctx context.Context, k regionKey, to int) error {
 	if epoch <= fo.epoch[k] {
 		return fmt.Errorf("datanode %s claimed %s region %d under epoch %d, not above the previous %d", n.name, k.ns, k.region, epoch, fo.epoch[k])
 	}
-	fo.claims = append(fo.claims, claimRec{regionKey: k, epoch: epoch, sealed: logstore.EntryID(sealed)})
+	fo.claims = append(fo.claims, claimRec{regionKey: k, node: n.name, epoch: epoch, sealed: logstore.EntryID(sealed)})
 	fo.f.Claims = append(fo.f.Claims, time.Duration(took))
 	fo.owner[k], fo.epoch[k] = to, epoch
 	e := f[3]
@@ -406,8 +472,19 @@ func (fo *failover) claim(ctx context.Context, k regionKey, to int) error {
 	return err
 }
 
-// handovers moves Cycles regions, one every HandoverEvery.
-func (fo *failover) handovers(ctx context.Context) error {
+// claimError is a claim the datanode reported failed ("error claim").
+type claimError struct {
+	node string
+	k    regionKey
+	text string
+}
+
+func (e *claimError) Error() string {
+	return fmt.Sprintf("datanode %s: claim of %s region %d failed: %s", e.node, e.k.ns, e.k.region, e.text)
+}
+
+// regionKeys returns every region of the pool in a random order.
+func (fo *failover) regionKeys() []regionKey {
 	keys := make([]regionKey, 0, len(fo.owner))
 	for _, ns := range fo.f.Topics[:failoverPool] {
 		for r := range fo.RegionsPerTopic {
@@ -415,6 +492,12 @@ func (fo *failover) handovers(ctx context.Context) error {
 		}
 	}
 	fo.rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	return keys
+}
+
+// handovers moves Cycles regions, one every HandoverEvery.
+func (fo *failover) handovers(ctx context.Context) error {
+	keys := fo.regionKeys()
 	tick := time.NewTicker(fo.HandoverEvery)
 	defer tick.Stop()
 	for i := range fo.Cycles {
@@ -455,10 +538,7 @@ func (fo *failover) handover(ctx context.Context, k regionKey) error {
 	if err != nil {
 		return err
 	}
-	reg, e := strconv.FormatUint(uint64(k.region), 10), strconv.FormatUint(oldEpoch, 10)
-	if _, err := old.expect(ctx, "the fenced lanes of "+k.ns+" region "+reg, func(f []string) bool {
-		return len(f) == 4 && f[0] == "fenced" && f[1] == k.ns && f[2] == reg && f[3] == e
-	}); err != nil {
+	if err := fo.awaitFenced(ctx, old, k, oldEpoch); err != nil {
 		return err
 	}
 	fo.Logf("region-failover: %s region %d moved from %s (epoch %d, %d calls in flight at the resume) to %s (epoch %d) in %v",
@@ -566,6 +646,32 @@ func (fo *failover) verify(ctx context.Context, l *ledger.Ledger, res *Result) e
 		}
 	}
 	return nil
+}
+
+// checkAcked counts c's acknowledged entries that lie above the SealedID
+// of the first claim outranking their epoch. That claim fences every entry
+// of an older epoch above its claim record, and its SealedID is the last
+// entry of the older epochs below the record, so an acknowledged entry of
+// an older epoch is at or below it; a later claim's record lies higher.
+func (fo *failover) checkAcked(c ledger.Call) {
+	for i, t := range c.Tags {
+		id := c.IDs[i]
+		if id == 0 {
+			continue // not known exactly (an earlier tag of the region)
+		}
+		e := t.Seq >> epochShift
+		for _, cl := range fo.claims { // a region's claims come in rising epochs
+			if cl.ns != c.Namespace || cl.region != t.Region || cl.epoch <= e {
+				continue
+			}
+			if id > cl.sealed {
+				fo.f.AboveClaim++
+				fo.f.problem("%s region %d: %v of epoch %d acknowledged at ID %d (call began %s, took %v), above the SealedID %d of the claim of epoch %d",
+					c.Namespace, t.Region, t, e, id, c.Start.Format(clock), c.Took, cl.sealed, cl.epoch)
+			}
+			break
+		}
+	}
 }
 
 func (fo *failover) checkEpochs(ns string, replay map[logstore.RegionID][]logstore.Entry, noIndex bool) {

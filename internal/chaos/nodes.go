@@ -82,8 +82,9 @@ func (c *Cluster) Node(ctx context.Context, action string, id int32) error {
 
 // Partition is what the cluster says about one partition.
 type Partition struct {
-	Leader int32
-	ISR    []int32
+	Leader      int32
+	LeaderEpoch int32
+	ISR         []int32
 }
 
 // Partition returns partition 0 of topic as the metadata has it now.
@@ -103,7 +104,24 @@ func (c *Cluster) Partition(ctx context.Context, topic string) (Partition, error
 	if p.Err != nil {
 		return Partition{Leader: -1, ISR: p.ISR}, nil // e.g. LEADER_NOT_AVAILABLE: no leader now
 	}
-	return Partition{Leader: p.Leader, ISR: p.ISR}, nil
+	return Partition{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR}, nil
+}
+
+// EndOffset returns the end (high watermark) of partition 0 of topic as
+// its leader answers it.
+func (c *Cluster) EndOffset(ctx context.Context, topic string) (int64, error) {
+	l, err := c.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: end offset of %s: %w", topic, err)
+	}
+	o, ok := l.Lookup(topic, 0)
+	if !ok {
+		return 0, fmt.Errorf("chaos: end offset of %s: no answer for partition 0", topic)
+	}
+	if o.Err != nil {
+		return 0, fmt.Errorf("chaos: end offset of %s: %w", topic, o.Err)
+	}
+	return o.Offset, nil
 }
 
 // Nodes returns the IDs of the brokers the metadata lists, sorted.
