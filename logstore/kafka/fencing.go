@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -198,14 +200,17 @@ func (s *LogStore) topicID(ctx context.Context, topic string) (string, error) {
 // topic's ID only for a namespace with claims.
 func (s *LogStore) newer(ctx context.Context, ns string, region uint64, epoch uint64) (claim.Region, bool, error) {
 	v := s.owning.follower.view.Load()
-	if !v.namespaces[ns] {
+	if err := v.undecided(ns, region); err != nil {
+		return claim.Region{}, false, err
+	}
+	if !v.has(ns) {
 		return claim.Region{}, false, nil
 	}
 	tid, err := s.topicID(ctx, ns)
 	if err != nil {
 		return claim.Region{}, false, err
 	}
-	r := v.regions[claim.ID{Namespace: ns, TopicID: tid, Region: region}]
+	r := v.region(claim.ID{Namespace: ns, TopicID: tid, Region: region})
 	return r, r.MaxEpoch() > epoch, nil
 }
 
@@ -278,7 +283,7 @@ func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) 
 // of the claims topic.
 func (s *LogStore) ownersInto(ctx context.Context, ns string, holders []PruneHolder) {
 	v := s.owning.follower.view.Load()
-	if !v.namespaces[ns] {
+	if !v.has(ns) {
 		return
 	}
 	tid, err := s.topicID(ctx, ns)
@@ -286,7 +291,7 @@ func (s *LogStore) ownersInto(ctx context.Context, ns string, holders []PruneHol
 		return
 	}
 	for i, h := range holders {
-		last := v.regions[claim.ID{Namespace: ns, TopicID: tid, Region: uint64(h.Region)}].Last()
+		last := v.region(claim.ID{Namespace: ns, TopicID: tid, Region: uint64(h.Region)}).Last()
 		holders[i].Owner, holders[i].Epoch = last.Owner, last.Epoch
 	}
 }
@@ -310,15 +315,14 @@ func (s *LogStore) noteAcked(batches []*nsBatch, ids map[logstore.RegionID]logst
 // Fenced is replay.Host's: the store's view of the claims topic decides.
 func (h readHost) Fenced(topic string, region uint64, offset int64, epoch uint64) bool {
 	v := h.s.owning.follower.view.Load()
-	if !v.namespaces[topic] {
+	if !v.has(topic) {
 		return false
 	}
 	tid, ok := h.s.owning.topics.Load(topic)
 	if !ok {
 		return false // prepareRead looked it up for every namespace with claims
 	}
-	r := v.regions[claim.ID{Namespace: topic, TopicID: tid.(string), Region: region}]
-	return claim.Fenced(r.Claims, offset, epoch)
+	return claim.Fenced(v.region(claim.ID{Namespace: topic, TopicID: tid.(string), Region: region}).Claims, offset, epoch)
 }
 
 // Sync is replay.Host's: a pass catches up with the claims topic before it
@@ -335,7 +339,7 @@ func (s *LogStore) prepareRead(ctx context.Context, ns string) error {
 	if err := s.owning.follower.await(ctx); err != nil {
 		return fmt.Errorf("kwal: read %q: %w", ns, err)
 	}
-	if s.owning.follower.view.Load().namespaces[ns] {
+	if s.owning.follower.view.Load().has(ns) {
 		if _, err := s.topicID(ctx, ns); err != nil {
 			return fmt.Errorf("kwal: read %q: %w", ns, err)
 		}
@@ -407,7 +411,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	id := claim.ID{Namespace: ns, TopicID: tid, Region: region}
 	k := ownKey{ns, region}
 	f := s.owning.follower
-	if err := f.await(ctx); err != nil {
+	if err := f.awaitDecided(ctx, ns, region); err != nil {
 		return fail(err)
 	}
 	held, _ := s.owning.own(k)
@@ -421,7 +425,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	}
 	// The catch-up reads through the pending event: it counts only if no
 	// other claim of an epoch >= this one came first.
-	if err := f.await(ctx); err != nil {
+	if err := f.awaitDecided(ctx, ns, region); err != nil {
 		return fail(err)
 	}
 	r := f.region(id)
@@ -444,7 +448,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	p := record.ClaimPart(region, epoch, []byte(s.owning.owner))
 	rec := &kgo.Record{Topic: ns, Partition: partition, Key: p.Key(), Value: p.Data}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
-	err = s.markClient.ProduceSync(pctx, rec).FirstErr()
+	err = produceWithin(pctx, s.markClient, rec)
 	cancel()
 	if err != nil {
 		return fail(fmt.Errorf("writing the claim record: %w", err))
@@ -452,7 +456,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	if s.index != nil {
 		s.index.Observe(ns, []index.Run{{Start: rec.Offset, Count: 1, Foreign: true}})
 	}
-	if err := f.await(ctx); err != nil {
+	if err := f.awaitDecided(ctx, ns, region); err != nil {
 		return fail(err)
 	}
 	if r := f.region(id); r.Pending == nil || r.Pending.Token != token {
@@ -466,7 +470,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	if err := s.writeEvent(ctx, ev); err != nil {
 		return fail(err)
 	}
-	if err := f.await(ctx); err != nil {
+	if err := f.awaitDecided(ctx, ns, region); err != nil {
 		return fail(err)
 	}
 	r = f.region(id)
@@ -506,10 +510,29 @@ func (s *LogStore) writeEvent(ctx context.Context, ev claim.Event) error {
 	rec := &kgo.Record{Topic: s.cfg.ClaimsTopic, Partition: partition, Key: claim.Key(ev.Namespace, ev.Region), Value: claim.Encode(ev)}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
 	defer cancel()
-	if err := s.markClient.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := produceWithin(ctx, s.markClient, rec); err != nil {
 		return fmt.Errorf("writing a %s event to the claims topic %q: %w", ev.Op, s.cfg.ClaimsTopic, err)
 	}
 	return nil
+}
+
+// produceWithin produces rec and returns at its acknowledgement or at the
+// end of ctx, whichever comes first. franz-go cannot fail an idempotent
+// record once its request was sent (it cannot know whether the broker
+// took it), so ProduceSync to a leader frozen mid-request outlives any
+// deadline. On ctx's end the record may still land: the call failed, and
+// like any failed call it may have been written (a pending event then
+// fences as a claim that never commits; a claim record is an offset that
+// holds no entry).
+func produceWithin(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
+	done := make(chan error, 1) // the promise never blocks
+	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Release stops this store's appends of region (later ones fail with
@@ -583,6 +606,10 @@ type RegionOwnership struct {
 	// HeldReleased whether this store released it.
 	HeldEpoch    uint64
 	HeldReleased bool
+	// Unreadable are the region's claims-topic records that do not decode
+	// (none: its fencing is decided). While any is left, every append,
+	// Claim and read of the region fails; SkipClaimsRecord repairs it.
+	Unreadable []claim.Unreadable
 }
 
 // Ownership returns what is known of the ownership of namespace's claimed
@@ -606,6 +633,7 @@ func (s *LogStore) Ownership(ctx context.Context, namespace string) ([]RegionOwn
 	f := s.owning.follower
 	f.mu.Lock()
 	ids := f.state.Regions(namespace)
+	bad := f.state.AllUnreadable()
 	f.mu.Unlock()
 	var out []RegionOwnership
 	for _, id := range ids {
@@ -622,9 +650,20 @@ func (s *LogStore) Ownership(ctx context.Context, namespace string) ([]RegionOwn
 		if r.Pending != nil {
 			o.Pending, o.PendingOwner = r.Pending.Epoch, r.Pending.Owner
 		}
-		held, _ := s.owning.own(ownKey{namespace, id.Region})
-		o.HeldEpoch, o.HeldReleased = held.epoch, held.released
 		out = append(out, o)
+	}
+	// Regions known only by their unreadable records are listed too.
+	for k := range bad {
+		if k.Namespace == namespace && !slices.ContainsFunc(out, func(o RegionOwnership) bool { return uint64(o.Region) == k.Region }) {
+			out = append(out, RegionOwnership{Namespace: namespace, Region: logstore.RegionID(k.Region)})
+		}
+	}
+	slices.SortFunc(out, func(a, b RegionOwnership) int { return cmp.Compare(a.Region, b.Region) })
+	for i := range out {
+		o := &out[i]
+		o.Unreadable = bad[claim.RegionKey{Namespace: namespace, Region: uint64(o.Region)}]
+		held, _ := s.owning.own(ownKey{namespace, uint64(o.Region)})
+		o.HeldEpoch, o.HeldReleased = held.epoch, held.released
 	}
 	return out, nil
 }

@@ -30,6 +30,10 @@ type metrics struct {
 	claimLatency  prometheus.Histogram
 	fencedAppends *prometheus.CounterVec
 	fencingCheck  prometheus.Histogram
+	// claimsRecords counts the claims topic's records that are no
+	// region's (foreign) and regions' records that do not decode
+	// (unreadable).
+	claimsRecords *prometheus.CounterVec
 	// heldEpochsFileErrors counts failures of the held-epochs file
 	// (heldepochs.go), by op (read, write).
 	heldEpochsFileErrors *prometheus.CounterVec
@@ -79,6 +83,14 @@ func newMetrics() *metrics {
 		heldEpochsFileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_held_epochs_file_errors_total", Help: "Failures of the file that keeps the epochs this store holds, by op: read (at Open the file was not valid; the store started holding no region), write (the epochs are held in memory; a restart before the next write that succeeds resumes the file's older state).",
 		}, []string{"op"}),
+		claimsRecords: func() *prometheus.CounterVec {
+			c := prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "kwal_claims_bad_records_total", Help: "Records of the claims topic that are not a region's event (kind foreign: skipped) or a region's event that does not decode or comes in a newer format (kind unreadable: the region fails closed until repaired), as this store folded them.",
+			}, []string{"kind"})
+			c.WithLabelValues("foreign")
+			c.WithLabelValues("unreadable")
+			return c
+		}(),
 		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_obsolete_stale_total", Help: "Obsolete calls at or below the region's current Obsolete point: nothing to do (a retry, or a point already learned from another store's mark).",
 		}),
@@ -96,7 +108,7 @@ func (m *metrics) forget(namespace string) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.heldEpochsFileErrors)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

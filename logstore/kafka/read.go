@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kwal/kwal/logstore"
@@ -124,6 +126,10 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			yield(logstore.Entry{}, err)
 			return
 		}
+		if err := s.undecided(namespace, from); err != nil {
+			yield(logstore.Entry{}, err)
+			return
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.reads.Context(), cancel)()
@@ -134,6 +140,11 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		if opts.Stats != nil {
 			*opts.Stats = readStats(st)
 		}
+		if err == nil {
+			// The pass's catch-up may have met an unreadable event of a
+			// region read: what it yielded cannot be proven fenced right.
+			err = s.undecided(namespace, from)
+		}
 		if err != nil {
 			if s.reads.Closed() && errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
@@ -141,6 +152,23 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			yield(logstore.Entry{}, err)
 		}
 	}
+}
+
+// undecided returns an error naming the first region of from whose
+// fencing the claims topic cannot decide (an unreadable event), nil when
+// every region's can be.
+func (s *LogStore) undecided(namespace string, from map[logstore.RegionID]logstore.EntryID) error {
+	v := s.owning.follower.view.Load()
+	if len(v.unreadable) == 0 {
+		return nil
+	}
+	regions := slices.Sorted(maps.Keys(from))
+	for _, r := range regions {
+		if err := v.undecided(namespace, uint64(r)); err != nil {
+			return fmt.Errorf("kwal: read %q: %w", namespace, err)
+		}
+	}
+	return nil
 }
 
 // readStats is the read path's counters as ReadStats.

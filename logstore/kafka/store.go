@@ -68,6 +68,9 @@ type LogStore struct {
 	// indexLock holds IndexDir for this store (nil without one, or
 	// read-only); released by Close after the final checkpoint.
 	indexLock *dirlock.Lock
+	// claimsSnaps saves the claims topic's fold beside the index (nil
+	// without an index store).
+	claimsSnaps *claimsSnapshots
 
 	mu        sync.Mutex
 	closed    bool
@@ -203,7 +206,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			return nil, fmt.Errorf("kwal: open: %w", err)
 		}
 	}
-	if s.owning.follower, err = newClaimsFollower(cfg, base, cfg.Logger); err != nil {
+	if s.owning.follower, err = newClaimsFollower(cfg, base, cfg.Logger, s.metrics.claimsRecords); err != nil {
 		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{
@@ -223,6 +226,9 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			if st, err = index.NewDirStore(cfg.IndexDir); err != nil {
 				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
 			}
+		}
+		if st != nil {
+			s.claimsSnaps = s.openClaimsSnapshots(ctx, st, cfg.IndexReadOnly)
 		}
 		if st != nil && !cfg.IndexReadOnly {
 			if err := s.openHeldEpochs(ctx, st); err != nil {
@@ -319,6 +325,9 @@ func (s *LogStore) Close() error {
 			}
 		}
 		cancel()
+		if s.claimsSnaps != nil {
+			s.claimsSnaps.close() // before the IndexDir's lock is released
+		}
 		if err := s.owning.flushHeld(); err != nil {
 			errs = append(errs, err)
 		}
@@ -340,6 +349,9 @@ func (s *LogStore) Close() error {
 }
 
 func (s *LogStore) shutdownClients() {
+	if s.claimsSnaps != nil {
+		s.claimsSnaps.stopSaving() // Close saved the last one already
+	}
 	if s.owning.follower != nil {
 		s.owning.follower.close()
 	}

@@ -32,11 +32,12 @@
 //
 // # Snapshots
 //
-// A fold can be saved (State.MarshalBinary) and resumed from the offset
-// it reached, so a store opening reads only the events written since.
-// Trim drops a region's claims that can no longer fence anything readable
-// (those below the last claim before the log's start), so what a store
-// holds follows the live regions and their live claims, not the history.
+// A fold can be saved (State.MarshalTrimmed) and resumed from the offset
+// it reached, so a store opening reads only the events written since. The
+// snapshot leaves out a region's claims that can no longer fence anything
+// readable (those below the last claim before its log's start), so what a
+// store resumes follows the live regions and their live claims, not the
+// history.
 //
 // # A claim
 //

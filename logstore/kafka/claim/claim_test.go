@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -197,35 +199,38 @@ func randomState(rng *rand.Rand, events int) *State {
 	return s
 }
 
-// TestTrimKeepsFencing: after Trim at a log start, Fenced answers as
-// before for every offset at or above it.
-func TestTrimKeepsFencing(t *testing.T) {
+// TestTrimmedSnapshotKeepsFencing: a state resumed from a snapshot
+// trimmed at a log start fences every offset at or above it as the state
+// did, keeps its epochs, and drops claims only of the trimmed topic.
+func TestTrimmedSnapshotKeepsFencing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	dropped := 0
 	for range 200 {
 		s := randomState(rng, 300)
-		before := map[ID]Region{}
+		start := int64(rng.IntN(110))
+		b, err := s.MarshalTrimmed(map[Topic]int64{{"a", "t1"}: start})
+		require.NoError(t, err)
+		got := NewState()
+		require.NoError(t, got.UnmarshalBinary(b))
 		for _, ns := range s.Namespaces() {
 			for _, id := range s.Regions(ns) {
-				before[id] = s.Region(id)
-			}
-		}
-		start := int64(rng.IntN(110))
-		s.Trim("a", "t1", start)
-		for id, r := range before {
-			after := s.Region(id)
-			if id.Namespace != "a" || id.TopicID != "t1" {
-				require.Equal(t, r, after)
-				continue
-			}
-			require.Equal(t, r.MaxEpoch(), after.MaxEpoch())
-			require.Equal(t, r.Last(), after.Last())
-			for off := start; off < 110; off++ {
-				for e := uint64(0); e < 10; e++ {
-					require.Equal(t, Fenced(r.Claims, off, e), Fenced(after.Claims, off, e), "offset %d epoch %d start %d", off, e, start)
+				r, after := s.Region(id), got.Region(id)
+				if id.Namespace != "a" || id.TopicID != "t1" {
+					require.Equal(t, len(r.Claims), len(after.Claims))
+					continue
+				}
+				dropped += len(r.Claims) - len(after.Claims)
+				require.Equal(t, r.MaxEpoch(), after.MaxEpoch())
+				require.Equal(t, r.Last(), after.Last())
+				for off := start; off < 110; off++ {
+					for e := uint64(0); e < 10; e++ {
+						require.Equal(t, Fenced(r.Claims, off, e), Fenced(after.Claims, off, e), "offset %d epoch %d start %d", off, e, start)
+					}
 				}
 			}
 		}
 	}
+	require.Positive(t, dropped, "the workload trims nothing: the test proves nothing")
 }
 
 // TestSnapshotRoundTrip: a state resumed from its snapshot answers as the
@@ -329,4 +334,35 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, e, again)
 		NewState().Apply(0, e)
 	})
+}
+
+// BenchmarkFoldHeap reports the heap a fold holds per region, with one
+// claim per region and with twenty (-benchtime=1x).
+func BenchmarkFoldHeap(b *testing.B) {
+	for _, many := range []int{1, 20} {
+		b.Run(fmt.Sprintf("claims=%d", many), func(b *testing.B) {
+			const regions = 100_000
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				st := NewState()
+				off := int64(0)
+				for r := range regions {
+					for c := 1; c <= many; c++ {
+						ev := Event{Op: OpPending, Namespace: "ns", Region: uint64(r), TopicID: "0123456789abcdef0123456789abcdef", Epoch: uint64(c), Token: strconv.Itoa(c), Owner: fmt.Sprintf("datanode-%d:%d", r%50, c%7)}
+						st.Apply(off, ev)
+						ev.Op, ev.At = OpCommit, int64(c)
+						st.Apply(off+1, ev)
+						off += 2
+					}
+				}
+				st.Changed()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/regions, "heap-bytes/region")
+				runtime.KeepAlive(st)
+			}
+		})
+	}
 }

@@ -36,7 +36,15 @@ var ErrBadSnapshot = errors.New("claim: bad snapshot")
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // MarshalBinary encodes the state as a snapshot.
-func (s *State) MarshalBinary() ([]byte, error) {
+func (s *State) MarshalBinary() ([]byte, error) { return s.MarshalTrimmed(nil) }
+
+// MarshalTrimmed encodes the state as a snapshot without the claims that
+// can no longer fence a record of their topic: those below the last claim
+// whose At lies below the topic's log start (logStart; topics absent keep
+// every claim). The state resumed from it fences every record at or above
+// those log starts as this one does, and what it holds follows the live
+// claims, not the history.
+func (s *State) MarshalTrimmed(logStart map[Topic]int64) ([]byte, error) {
 	idx := make(map[string]uint64)
 	var table []string
 	str := func(v string) uint64 {
@@ -87,8 +95,12 @@ func (s *State) MarshalBinary() ([]byte, error) {
 			regs = v(regs, str(p.Owner))
 			regs = z(regs, p.LeaseMS)
 		}
-		regs = v(regs, uint64(len(r.Claims)))
-		for _, c := range r.Claims {
+		claims := r.Claims
+		if start, ok := logStart[Topic{id.Namespace, id.TopicID}]; ok {
+			claims = live(claims, start)
+		}
+		regs = v(regs, uint64(len(claims)))
+		for _, c := range claims {
 			regs = v(regs, c.Epoch)
 			regs = v(regs, str(c.Owner))
 			regs = z(regs, c.At)

@@ -231,25 +231,16 @@ func (s *State) AllUnreadable() map[RegionKey][]Unreadable {
 	return out
 }
 
-// Trim drops the claims of namespace's regions (of topic incarnation
-// topicID) that can no longer fence a record at or above logStart: those
-// below the last claim whose At lies below logStart. Fenced answers the
-// same for every offset >= logStart. It returns how many it dropped.
-func (s *State) Trim(namespace, topicID string, logStart int64) int {
-	dropped := 0
-	for id, r := range s.regions {
-		if id.Namespace != namespace || id.TopicID != topicID {
-			continue
-		}
-		// i: the number of claims below logStart; keep the last of them.
-		i := sort.Search(len(r.Claims), func(i int) bool { return r.Claims[i].At >= logStart })
-		if i > 1 {
-			r.Claims = slices.Clone(r.Claims[i-1:])
-			dropped += i - 1
-			s.dirty[id] = true
-		}
-	}
-	return dropped
+// Topic is a namespace's topic incarnation.
+type Topic struct {
+	Namespace, TopicID string
+}
+
+// live returns the claims of r that can still fence a record at or above
+// logStart: from the last claim whose At lies below logStart on.
+func live(claims []Committed, logStart int64) []Committed {
+	i := sort.Search(len(claims), func(i int) bool { return claims[i].At >= logStart })
+	return claims[max(i-1, 0):]
 }
 
 // Changed returns the regions changed since the last call, and whether
