@@ -35,6 +35,20 @@ func TestCreateSaysWhenANamespaceExists(t *testing.T) {
 	require.Equal(t, "exists twice (left as it is)\ncreated fresh\n", r.stdout)
 }
 
+// TestDeleteOfTheClaimsTopicIsRefused: the claims topic and Kafka's
+// internal topics are no namespaces; deleting one says so (deleting the
+// claims topic would forget every region's claims) and deletes nothing.
+func TestDeleteOfTheClaimsTopicIsRefused(t *testing.T) {
+	flags := cluster(t)
+	for _, name := range []string{"kwal-claims", "__consumer_offsets"} {
+		r := kwal(t, nil, append([]string{"namespaces", "delete", name}, flags...)...)
+		require.Equal(t, exitError, r.code)
+		require.Contains(t, r.stderr, "invalid namespace")
+		require.Contains(t, r.stderr, name)
+		require.Empty(t, r.stdout)
+	}
+}
+
 // TestDeleteOfWhatDoesNotExistIsAnError: deleting a name that is neither
 // a topic nor an index fails, and deletes nothing else named with it.
 func TestDeleteOfWhatDoesNotExistIsAnError(t *testing.T) {

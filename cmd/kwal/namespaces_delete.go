@@ -79,6 +79,12 @@ func (a *app) deleteNamespaces(ctx context.Context, st *kafka.LogStore, args []s
 				return fmt.Errorf("no namespace matches %q (nothing was deleted)", arg)
 			}
 		} else {
+			if arg == a.g.claimsTopic || strings.HasPrefix(arg, "__") {
+				// Not a namespace, whether or not the topic exists: the
+				// store says why (deleting the claims topic would forget
+				// every region's claims).
+				return st.DeleteNamespace(ctx, arg)
+			}
 			if !slices.Contains(known, arg) {
 				return fmt.Errorf("no namespace %s: no such topic, and no index of it in %s (nothing was deleted)", arg, a.indexDir())
 			}

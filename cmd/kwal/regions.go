@@ -27,7 +27,7 @@ are recorded in the claims topic (--claims-topic), shared by every store of
 the cluster. A region never claimed writes under epoch 0 and nothing of it
 is fenced.`,
 	}
-	cmd.AddCommand(a.regionsShowCmd(), a.regionsClaimCmd(), a.regionsReleaseCmd())
+	cmd.AddCommand(a.regionsShowCmd(), a.regionsClaimCmd(), a.regionsReleaseCmd(), a.regionsRepairCmd())
 	return cmd
 }
 
@@ -69,8 +69,11 @@ type regionRow struct {
 	Released     bool       `json:"released"`
 	ClaimedAt    *time.Time `json:"claimed_at,omitempty"`
 	// FencedSeen is what a read of the region skipped as fenced; nil
-	// with --no-read.
+	// with --no-read or when the region cannot be read.
 	FencedSeen *int64 `json:"fenced_entries_seen"`
+	// Unreadable are the offsets of the region's claims-topic records
+	// that do not decode: the region fails closed until repaired.
+	Unreadable []int64 `json:"unreadable_offsets,omitempty"`
 }
 
 func (a *app) regionsShowCmd() *cobra.Command {
@@ -141,6 +144,9 @@ func (a *app) runRegionsShow(ctx context.Context, ns string, only *uint64, noRea
 			t := o.ClaimedAt.UTC()
 			r.ClaimedAt = &t
 		}
+		for _, u := range o.Unreadable {
+			r.Unreadable = append(r.Unreadable, u.Offset)
+		}
 		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
@@ -159,6 +165,9 @@ func (a *app) runRegionsShow(ctx context.Context, ns string, only *uint64, noRea
 		// One read per region: ReadStats.Fenced counts a read's regions
 		// together.
 		for i := range rows {
+			if len(rows[i].Unreadable) > 0 {
+				continue // its reads fail until it is repaired
+			}
 			n, err := fencedSeen(ctx, st, ns, logstore.RegionID(rows[i].Region), from)
 			if err != nil {
 				return fmt.Errorf("reading region %d of %s to count its fenced entries: %w", rows[i].Region, ns, err)
@@ -176,7 +185,7 @@ func (a *app) runRegionsShow(ctx context.Context, ns string, only *uint64, noRea
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "REGION\tOWNER\tEPOCH\tCLAIM OFFSET\tSEALED ID\tCLAIMS\tPENDING\tRELEASED\tCLAIMED AT\tFENCED ENTRIES SEEN\n")
+	fmt.Fprintf(tw, "REGION\tOWNER\tEPOCH\tCLAIM OFFSET\tSEALED ID\tCLAIMS\tPENDING\tRELEASED\tCLAIMED AT\tFENCED ENTRIES SEEN\tUNREADABLE EVENTS\n")
 	for _, r := range rows {
 		owner, offset, at, pending, fenced := r.Owner, strconv.FormatInt(r.ClaimOffset, 10), "-", "-", "-"
 		if r.Epoch == 0 { // only a claim under way, none committed
@@ -191,7 +200,11 @@ func (a *app) runRegionsShow(ctx context.Context, ns string, only *uint64, noRea
 		if r.FencedSeen != nil {
 			fenced = strconv.FormatInt(*r.FencedSeen, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Region, owner, r.Epoch, offset, r.SealedID, r.Claims, pending, yesNo(r.Released), at, fenced)
+		unreadable := "-"
+		if len(r.Unreadable) > 0 {
+			unreadable = fmt.Sprintf("at offsets %v: fails closed (kwal regions repair)", r.Unreadable)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Region, owner, r.Epoch, offset, r.SealedID, r.Claims, pending, yesNo(r.Released), at, fenced, unreadable)
 	}
 	return tw.Flush()
 }
@@ -358,4 +371,55 @@ func (a *app) runRegionsRelease(ctx context.Context, st *kafka.LogStore, rf regi
 	fmt.Fprintf(a.stdout, "region %d of %s: %s\n", rf.region, rf.ns, state)
 	return fmt.Errorf("release of region %d of %s changed nothing: this kwal process holds no claim of it and acknowledged no append of it (last acknowledged ID %d), and nothing was recorded in the claims topic; release it in the process that writes it (LogStore.Release), or claim it to fence its owner (kwal regions claim)",
 		rf.region, rf.ns, last)
+}
+
+func (a *app) regionsRepairCmd() *cobra.Command {
+	var (
+		rf   regionFlags
+		skip int64
+	)
+	cmd := &cobra.Command{
+		Use:   "repair -n NS -r R --skip OFFSET",
+		Short: "Skip an unreadable claims-topic record of a region, so that its appends, claims and reads work again",
+		Long: `A record of the claims topic keyed as a region's event that does not decode
+(a stray write with the same key, a corrupted event, an event of a newer
+kwal) stops that region: its appends, claims and reads fail naming the
+record's offset, since nothing can tell which of its writers are fenced.
+'kwal regions show' lists such offsets.
+
+repair writes a skip event naming the offset: from then on every store
+folds the region as if the record were not there. It refuses an offset that
+is not an unreadable record of the region. Decide first what the record was
+(kwal dump of the claims topic shows it): if it is a newer kwal's claim,
+upgrade every store instead of skipping it. Then claim the region again
+from its rightful owner, which fences everything before it. The procedure
+is in docs/failures.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := rf.check(cmd, true); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("skip") {
+				return fmt.Errorf("%s: --skip is required", cmd.CommandPath())
+			}
+			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
+				if err := st.SkipClaimsRecord(ctx, rf.ns, logstore.RegionID(rf.region), skip); err != nil {
+					return err
+				}
+				o, _, err := ownershipOf(ctx, st, rf.ns, rf.region)
+				if err != nil {
+					return err
+				}
+				left := "the region's fencing is decided again"
+				if len(o.Unreadable) > 0 {
+					left = fmt.Sprintf("%d unreadable record(s) of the region left", len(o.Unreadable))
+				}
+				fmt.Fprintf(a.stdout, "skipped the claims topic's record at offset %d of region %d of %s: %s\n", skip, rf.region, rf.ns, left)
+				return nil
+			})
+		},
+	}
+	a.addRegionFlags(cmd, &rf, "region ID (required)")
+	cmd.Flags().Int64Var(&skip, "skip", -1, "offset of the unreadable record in the claims topic (required)")
+	return cmd
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
+	"github.com/kwal/kwal/logstore/kafka/claim"
 )
 
 // openNode opens a store playing a datanode named owner on the flags'
@@ -37,7 +39,7 @@ func openNode(t *testing.T, flags []string, owner string) *kafka.LogStore {
 func showRow(t *testing.T, stdout string, region int) []string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	require.Regexp(t, `^REGION +OWNER +EPOCH +CLAIM OFFSET +SEALED ID +CLAIMS +PENDING +RELEASED +CLAIMED AT +FENCED ENTRIES SEEN$`, lines[0])
+	require.Regexp(t, `^REGION +OWNER +EPOCH +CLAIM OFFSET +SEALED ID +CLAIMS +PENDING +RELEASED +CLAIMED AT +FENCED ENTRIES SEEN +UNREADABLE EVENTS$`, lines[0])
 	for _, l := range lines[1:] {
 		if f := strings.Fields(l); len(f) > 0 && f[0] == fmt.Sprint(region) {
 			return f
@@ -221,4 +223,44 @@ func TestRegionsBadFlags(t *testing.T) {
 		require.Contains(t, r.stderr, c.want, c.args)
 		require.Empty(t, r.stdout, c.args)
 	}
+}
+
+// TestRegionsRepair: a record keyed as a region's claims event that does
+// not decode shows in regions show with its offset, stops only that
+// region's appends, and regions repair refuses an offset that is not an
+// unreadable record of the region and repairs it with the right one.
+func TestRegionsRepair(t *testing.T) {
+	flags := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "repaired"
+	a := openNode(t, flags, "node-a")
+	require.NoError(t, a.CreateNamespace(ctx, ns))
+	for _, r := range []logstore.RegionID{1, 2} {
+		_, err := a.Claim(ctx, ns, r)
+		require.NoError(t, err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(flagValue(flags, "--brokers"), ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	rec := &kgo.Record{Topic: kafka.DefaultConfig().ClaimsTopic, Key: claim.Key(ns, 1), Value: []byte("not an event")}
+	require.NoError(t, cl.ProduceSync(ctx, rec).FirstErr())
+	_, err = a.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 1, Data: []byte("x")}})
+	require.ErrorIs(t, err, claim.ErrUnreadable)
+	_, err = a.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 2, Data: []byte("x")}})
+	require.NoError(t, err)
+
+	r := kwal(t, nil, append([]string{"regions", "show", "-n", ns}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, strings.Join(showRow(t, r.stdout, 1), " "), fmt.Sprintf("at offsets [%d]", rec.Offset))
+	require.Equal(t, "-", showRow(t, r.stdout, 2)[len(showRow(t, r.stdout, 2))-1])
+
+	r = kwal(t, nil, append([]string{"regions", "repair", "-n", ns, "-r", "1", "--skip", fmt.Sprint(rec.Offset - 1)}, flags...)...)
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, "not an unreadable record of the region")
+	r = kwal(t, nil, append([]string{"regions", "repair", "-n", ns, "-r", "1", "--skip", fmt.Sprint(rec.Offset)}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the region's fencing is decided again")
+	_, err = a.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 1, Data: []byte("x")}})
+	require.NoError(t, err)
 }
