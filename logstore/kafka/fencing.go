@@ -254,27 +254,49 @@ func (s *LogStore) checkAppended(ctx context.Context, batches []*nsBatch) error 
 	return nil
 }
 
-// checkObsolete refuses an Obsolete of a region this store released or
-// whose newer claim it finds after catching up with the claims topic
-// (strict fencing): a fenced owner must not move the new owner's pruning.
-// A claim that commits between this look and the mark's write is not seen:
-// the window is one produce of the mark.
-func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) error {
+// checkObsolete is the check before an Obsolete's mark is written: it
+// refuses a region this store released, or one whose newer claim the
+// store's view of the claims topic already holds, and returns the epoch
+// the mark is written under. It does not look at the claims topic: a
+// writer can pause between any look and its write, so the look that
+// counts comes after the write (checkObsoleteWritten).
+func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) (uint64, error) {
 	st, _ := s.owning.own(ownKey{ns, region})
 	if st.released {
-		return &FencedError{Op: "obsolete", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true}
-	}
-	if s.cfg.Fencing != FencingOff {
-		if err := s.owning.follower.vouch(ctx); err != nil {
-			return err
-		}
+		return 0, &FencedError{Op: "obsolete", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true}
 	}
 	r, fenced, err := s.newer(ctx, ns, region, st.epoch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if fenced {
-		return fencedBy("obsolete", ns, region, st.epoch, r)
+		return 0, fencedBy("obsolete", ns, region, st.epoch, r)
+	}
+	return st.epoch, nil
+}
+
+// checkObsoleteWritten is the check after an Obsolete mark's produce
+// returned, the same as an append's (checkAppended): with Fencing "strict"
+// or "lease", a look at the claims topic that began after the produce
+// (or, under a lease, less than a lease ago) finds no claim of the region
+// above epoch. A mark that passes lies below the claim record of every
+// claim that look missed (package claim's argument, word for word with
+// the mark for the entry), so no claim ever fences it, and the store's
+// index may take it in. A mark that fails is a failed call: every store
+// ignores it where a newer claim lies below it, and this one keeps it
+// out of its index.
+func (s *LogStore) checkObsoleteWritten(ctx context.Context, ns string, region uint64, epoch uint64) error {
+	if s.cfg.Fencing != FencingOff {
+		if err := s.owning.follower.vouch(ctx); err != nil {
+			return fmt.Errorf("the mark was written, but the claims topic could not be checked, so the store's index does not take it in (it counts where no newer claim lies below it): %w", err)
+		}
+	}
+	r, fenced, err := s.newer(ctx, ns, region, epoch)
+	if err != nil {
+		return fmt.Errorf("the mark was written, but its region's claims could not be checked, so the store's index does not take it in: %w", err)
+	}
+	if fenced {
+		return fencedBy("obsolete", ns, region, epoch, r)
 	}
 	return nil
 }
@@ -323,6 +345,33 @@ func (h readHost) Fenced(topic string, region uint64, offset int64, epoch uint64
 		return false // prepareRead looked it up for every namespace with claims
 	}
 	return claim.Fenced(v.region(claim.ID{Namespace: topic, TopicID: tid.(string), Region: region}).Claims, offset, epoch)
+}
+
+// JudgeMark is replay.Host's: the store's view of the claims topic
+// decides, as for Fenced; it cannot yet tell while a claim of the region
+// above epoch is pending (its claim record's offset comes with its
+// commit), or while the region's claims do not decode.
+func (h readHost) JudgeMark(topic string, region uint64, offset int64, epoch uint64) replay.Verdict {
+	v := h.s.owning.follower.view.Load()
+	unreadable := v.undecided(topic, region) != nil
+	if !v.has(topic) {
+		if unreadable {
+			return replay.MarkUndecided
+		}
+		return replay.MarkCounts
+	}
+	tid, ok := h.s.owning.topics.Load(topic)
+	if !ok {
+		return replay.MarkUndecided // whoever notes marks looked it up (Sync, newer, highestEpochs)
+	}
+	r := v.region(claim.ID{Namespace: topic, TopicID: tid.(string), Region: region})
+	switch {
+	case claim.Fenced(r.Claims, offset, epoch):
+		return replay.MarkFenced
+	case unreadable || (r.Pending != nil && r.Pending.Epoch > epoch):
+		return replay.MarkUndecided
+	}
+	return replay.MarkCounts
 }
 
 // Sync is replay.Host's: a pass catches up with the claims topic before it

@@ -12,10 +12,11 @@ import (
 
 // writeMark appends a mark (record.KindMark: an Obsolete or a prune mark)
 // to the topic (acks=all, idempotent, like every append) and returns its
-// offset; the index learns the offset as one that holds no entry, and the
-// read path notes the mark (unless the topic was deleted since generation
-// gen).
-func (s *LogStore) writeMark(ctx context.Context, topic string, gen uint64, m record.Mark) (int64, error) {
+// offset; the index learns the offset as one that holds no entry. The
+// caller hands the mark to the read path (Reads.NoteMark) once it may
+// count: the index takes its points in for good, and an Obsolete mark
+// counts only once the check after its write passed.
+func (s *LogStore) writeMark(ctx context.Context, topic string, m record.Mark) (int64, error) {
 	// The producer's creation checks that the topic exists and starts the
 	// index's accounting of it, as for an append.
 	if _, err := s.producer(ctx, topic, false); err != nil {
@@ -31,6 +32,5 @@ func (s *LogStore) writeMark(ctx context.Context, topic string, gen uint64, m re
 	if s.index != nil {
 		s.index.Observe(topic, []index.Run{{Start: rec.Offset, Count: 1, Foreign: true}})
 	}
-	s.reads.NoteMark(topic, gen, rec.Offset, m)
 	return rec.Offset, nil
 }

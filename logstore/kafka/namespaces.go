@@ -54,7 +54,8 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	if err != nil {
 		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
-	if err := s.checkObsolete(ctx, namespace, uint64(region)); err != nil {
+	epoch, err := s.checkObsolete(ctx, namespace, uint64(region))
+	if err != nil {
 		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	if upTo > math.MaxInt64 || int64(upTo) > p.LatestAcked() {
@@ -72,12 +73,20 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 		return nil
 	}
 	// The point goes into the log as a mark, so that every node sharing
-	// the topic (and this one after losing its index) learns it; the index
-	// takes it in when the mark is written.
-	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: before}}}
-	if _, err := s.writeMark(ctx, namespace, gen, m); err != nil {
+	// the topic (and this one after losing its index) learns it. It
+	// carries the epoch this store writes the region under: every store
+	// ignores it where a newer owner's claim lies below it. The index takes
+	// it in once the check after the write passed, as an append is
+	// acknowledged: the index cannot give a point back.
+	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: before, Epoch: epoch}}}
+	off, err := s.writeMark(ctx, namespace, m)
+	if err != nil {
 		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
+	if err := s.checkObsoleteWritten(ctx, namespace, uint64(region), epoch); err != nil {
+		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+	}
+	s.reads.NoteMark(namespace, gen, off, m)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
@@ -137,6 +138,12 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	}
 	if err := s.catchUpIndex(ctx, namespace, gen, start, end); err != nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q: bringing the index up to the log's end: %w", namespace, err)
+	}
+	// The prune mark states each region's epochs as of this look, and
+	// Obsolete points that waited for a pending claim count from here if
+	// it committed (writePruneMark).
+	if err := s.reads.SyncMarks(ctx, namespace); err != nil {
+		return PruneResult{}, fmt.Errorf("kwal: prune %q: looking at the claims topic: %w", namespace, err)
 	}
 	st, point, err := s.pruneStatus(ctx, g, namespace, start, end)
 	if err != nil {
@@ -283,14 +290,44 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, gen uint64, s
 // start (retention moved it, or nothing was ever pruned and start is 0),
 // the new mark speaks for [start, point) only, or [0, point) when start is
 // 0.
+//
+// Each region's statement carries the region's highest epoch in this
+// store's view of the claims topic, pending claims included (0: never
+// claimed), as of the look Prune took before. Why that one: the index took
+// in only statements that no claim in a view caught up after them fenced,
+// and held out those a pending claim might fence (internal/replay,
+// fencedmarks.go), so a claim can fence a mark the prune relied on only if
+// this view missed it (or the store fences "off" and took its own late mark
+// in); with this epoch the rule ignores the statement exactly when a claim
+// the view missed committed below this mark, and reads of the region from
+// below the start then fail with ErrPruned instead of being told nothing
+// went. The last committed epoch would have that happen for every claim
+// pending during a prune (a lease long, under lease fencing), and epoch 0
+// for every claimed region. It still happens, needlessly, to a claim whose
+// record lands between the look and this mark's write.
+//
+// A statement of the vouching mark that is fenced in this store's view
+// goes into the new table as it was, with its own epoch: the rule fences
+// it at the new mark's offset too (claims rise with offsets), whereas
+// merging this store's points into it would vouch for records that
+// statement no longer speaks for.
 func (s *LogStore) writePruneMark(ctx context.Context, topic string, gen uint64, g *index.Collector, start, end, point int64) error {
 	m := record.Mark{Prune: true, From: start, Point: point}
-	table := map[uint64]int64{}
+	epochOf, err := s.highestEpochs(ctx, topic)
+	if err != nil {
+		return err
+	}
+	table := map[uint64]record.RegionPoint{}
+	fenced := map[uint64]bool{}
 	if start > 0 {
-		if pm, ok := s.reads.VouchingMark(ctx, topic, gen, start, end); ok {
+		if pm, at, ok := s.reads.VouchingMark(ctx, topic, gen, start, end); ok {
 			m.From = pm.From
 			for _, rp := range pm.Obsolete {
-				table[rp.Region] = rp.Before
+				if (readHost{s}).Fenced(topic, rp.Region, at, rp.Epoch) {
+					table[rp.Region], fenced[rp.Region] = rp, true
+					continue
+				}
+				table[rp.Region] = record.RegionPoint{Region: rp.Region, Before: rp.Before, Epoch: epochOf(rp.Region)}
 			}
 		}
 	} else {
@@ -298,15 +335,35 @@ func (s *LogStore) writePruneMark(ctx context.Context, topic string, gen uint64,
 	}
 	ts, _ := g.Stats(topic, true)
 	for _, r := range ts.Regions {
-		if r.ObsoleteBelow > 0 {
-			table[r.Region] = max(table[r.Region], r.ObsoleteBelow)
+		if r.ObsoleteBelow > 0 && !fenced[r.Region] {
+			table[r.Region] = record.RegionPoint{Region: r.Region, Before: max(table[r.Region].Before, r.ObsoleteBelow), Epoch: epochOf(r.Region)}
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(table)) {
-		m.Obsolete = append(m.Obsolete, record.RegionPoint{Region: id, Before: table[id]})
+		m.Obsolete = append(m.Obsolete, table[id])
 	}
-	_, err := s.writeMark(ctx, topic, gen, m)
-	return err
+	off, err := s.writeMark(ctx, topic, m)
+	if err != nil {
+		return err
+	}
+	s.reads.NoteMark(topic, gen, off, m)
+	return nil
+}
+
+// highestEpochs returns each region's highest epoch, pending or committed,
+// in the store's view of the claims topic (0: never claimed).
+func (s *LogStore) highestEpochs(ctx context.Context, ns string) (func(region uint64) uint64, error) {
+	v := s.owning.follower.view.Load()
+	if !v.has(ns) {
+		return func(uint64) uint64 { return 0 }, nil
+	}
+	tid, err := s.topicID(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	return func(region uint64) uint64 {
+		return v.region(claim.ID{Namespace: ns, TopicID: tid, Region: region}).MaxEpoch()
+	}, nil
 }
 
 // pruneLoop runs Prune on every namespace the index knows, every interval,

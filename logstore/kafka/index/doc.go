@@ -168,7 +168,9 @@
 // records of kind mark (record.KindMark, drawn in the record package):
 //
 //   - an Obsolete mark (r, b), written by Obsolete: r needs none of its
-//     records below b;
+//     records below b (each statement carries its writer's epoch for r,
+//     and one the fencing rule fences at the mark's offset is never taken
+//     in: internal/replay/marks.go);
 //   - a prune mark (From, Point, table), written by Prune just before it
 //     deletes below Point: every kwal record in [From, Point) belongs to a
 //     region listed in the table and lies below that region's point (a

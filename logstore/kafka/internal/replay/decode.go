@@ -56,7 +56,7 @@ func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
 		d.route.abandon()
 	}()
 	if !d.indexOnly {
-		if err := d.reads.opts.Host.Sync(ctx, d.topic); err != nil {
+		if err := d.reads.syncClaims(ctx, d.topic); err != nil {
 			return err
 		}
 	}

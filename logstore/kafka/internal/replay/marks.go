@@ -12,6 +12,10 @@ import (
 // says what every record in [From, Point) was (index/doc.go, "Pruning",
 // gives the argument). Every node reads them like any record, so every node
 // learns the same Obsolete points and the same proofs from the log itself.
+//
+// Each region's statement carries the epoch it was made under, and counts
+// only where the fencing rule would not fence a record of that epoch at
+// the mark's offset (fencedmarks.go).
 
 // marks is what the store learned from the marks it wrote or read: per
 // topic, the prune mark with the highest Point, and how far the log was
@@ -21,10 +25,14 @@ type marks struct {
 	mu       sync.Mutex
 	prune    map[string]pruneMark
 	searched map[string]int64 // every mark below it was noted
+	// undecided holds, per topic, the statements the index has not taken
+	// in because no claim decided them yet (fencedmarks.go).
+	undecided map[string]map[statementAt]undecidedStatement
 }
 
 func (k *marks) init() {
 	k.prune, k.searched = make(map[string]pruneMark), make(map[string]int64)
+	k.undecided = make(map[string]map[statementAt]undecidedStatement)
 }
 
 // pruneMark is a prune mark and the offset it was read from or written at.
@@ -34,15 +42,15 @@ type pruneMark struct {
 }
 
 // NoteMark takes in a mark read or written at offset: its Obsolete points
-// go to the index, and a prune mark with a higher Point than any known
-// becomes the topic's proof. gen is the topic's generation when the caller
-// began (Gate): a mark of a topic deleted since sets nothing.
+// that count go to the index (takeStatements), and a prune mark with a
+// higher Point than any known becomes the topic's proof (its regions'
+// statements are judged where it is used: proveNothingPruned). gen is the
+// topic's generation when the caller began (Gate): a mark of a topic
+// deleted since sets nothing.
 func (r *Reads) NoteMark(topic string, gen uint64, offset int64, m record.Mark) {
 	r.gate.update(topic, gen, func() {
 		if r.opts.Index != nil {
-			for _, rp := range m.Obsolete {
-				r.opts.Index.Obsolete(topic, rp.Region, rp.Before)
-			}
+			r.takeStatements(topic, gen, offset, m)
 		}
 		if !m.Prune {
 			return
@@ -87,6 +95,7 @@ func (k *marks) forget(topic string) {
 	defer k.mu.Unlock()
 	delete(k.prune, topic)
 	delete(k.searched, topic)
+	delete(k.undecided, topic)
 }
 
 // searchedTo returns the offset below which every mark of the topic was

@@ -33,7 +33,10 @@ type regionFrom struct {
 //     record in [From, Point) belonged to a listed region and lay below its
 //     Obsolete point. A region asking from offset f lost nothing when
 //     f >= From and f >= its listed point (an absent region had no record
-//     there).
+//     there), unless the region's statement is fenced (a claim the
+//     pruner's view of the claims topic missed committed below the mark:
+//     the pruner may have taken in marks that claim fences, so what it
+//     says of the region proves nothing, and the read fails).
 //
 // When neither proves it (retention past every prune with an index that
 // never covered the deleted offsets, or a program that wrote no mark), the
@@ -51,13 +54,18 @@ func (r *Reads) proveNothingPruned(ctx context.Context, topic string, gen uint64
 	if len(unproven) == 0 {
 		return nil
 	}
+	// The statements are judged by claims committed since the mark was
+	// written, as a pass's records are.
+	if err := r.syncClaims(ctx, topic); err != nil {
+		return err
+	}
 	pm, ok, err := r.vouching(ctx, topic, gen, start, end)
 	if err != nil {
 		return err
 	}
 	for _, b := range unproven {
 		off := fromOffset(b.id)
-		if ok && off >= pm.m.From && off >= pm.m.Before(uint64(b.region)) {
+		if ok && off >= pm.m.From && pm.covers(r.opts.Host, topic, uint64(b.region), off) {
 			continue
 		}
 		return &logstore.PrunedError{Namespace: topic, Requested: b.id, FirstAvailable: logstore.EntryID(start + 1)}
@@ -65,17 +73,28 @@ func (r *Reads) proveNothingPruned(ctx context.Context, topic string, gen uint64
 	return nil
 }
 
+// covers reports whether pm's statement of region lets a read from offset
+// off through: off is at or above the region's point, and the statement is
+// not fenced (absent regions make none, and had no record there).
+func (pm pruneMark) covers(h Host, topic string, region uint64, off int64) bool {
+	rp, listed := pm.m.Region(region)
+	if !listed {
+		return true
+	}
+	return off >= rp.Before && !h.Fenced(topic, region, pm.offset, rp.Epoch)
+}
+
 // VouchingMark returns a prune mark whose Point is at or above start (it
-// speaks for every record deleted below start): the one known, or one
-// found by scanning the log from start. A failed search is logged and
-// reported as none.
-func (r *Reads) VouchingMark(ctx context.Context, topic string, gen uint64, start, end int64) (record.Mark, bool) {
+// speaks for every record deleted below start) and its offset: the one
+// known, or one found by scanning the log from start. A failed search is
+// logged and reported as none.
+func (r *Reads) VouchingMark(ctx context.Context, topic string, gen uint64, start, end int64) (record.Mark, int64, bool) {
 	pm, ok, err := r.vouching(ctx, topic, gen, start, end)
 	if err != nil {
 		r.log.Warn("kwal: looking for a prune mark", "topic", topic, "err", err)
-		return record.Mark{}, false
+		return record.Mark{}, 0, false
 	}
-	return pm.m, ok
+	return pm.m, pm.offset, ok
 }
 
 // vouching is VouchingMark with the search's error.
@@ -97,6 +116,13 @@ func (r *Reads) findPruneMark(ctx context.Context, topic string, gen uint64, sta
 	off := max(start, r.marks.searchedTo(topic))
 	if off > end {
 		off = start // searched a longer log: the topic was recreated
+	}
+	if off < end {
+		// The marks passed go to the index: judged by a view of the
+		// claims topic caught up after they were written (below end).
+		if err := r.syncClaims(ctx, topic); err != nil {
+			return pruneMark{}, false, err
+		}
 	}
 	for off < end {
 		res, err := r.fetchAt(ctx, topic, &ld, off, r.opts.FetchMaxBytes, "scan")

@@ -42,9 +42,15 @@ type Host interface {
 	// before reassembly. It is called for every record of a region read,
 	// so it must be cheap.
 	Fenced(topic string, region uint64, offset int64, epoch uint64) bool
-	// Sync brings what Fenced knows up to date; a pass calls it once,
-	// before it decodes its first record (its fetches and joins go on
-	// meanwhile).
+	// JudgeMark applies the fencing rule to a mark's statement about
+	// region, made under epoch at offset: it counts, it is fenced (a
+	// record of region with epoch at offset would be), or the store's view
+	// cannot tell yet (fencedmarks.go).
+	JudgeMark(topic string, region uint64, offset int64, epoch uint64) Verdict
+	// Sync brings what Fenced and JudgeMark know up to date; a pass calls
+	// it once, before it decodes its first record (its fetches and joins
+	// go on meanwhile), and so does every other reader of marks before it
+	// judges them (syncClaims).
 	Sync(ctx context.Context, topic string) error
 }
 

@@ -9,7 +9,8 @@ import (
 
 // ScanIntoIndex scans ranges of the topic (ascending, below end) in a pass
 // of its own (no read joins it), whose decoding loop reports the scanned
-// records to the index and notes the marks. Records that are not kwal's
+// records to the index and notes the marks, judged by a view of the claims
+// topic caught up after the caller learned end. Records that are not kwal's
 // count as carrying no entry; a kwal record that fails to decode, or a gap,
 // fails the scan, even with SkipCorrupt. Index updates go through the gate
 // with generation gen. Each fetch is bounded by RequestTimeout; ctx bounds
@@ -32,7 +33,10 @@ func (r *Reads) ScanIntoIndex(ctx context.Context, topic string, gen uint64, ran
 		defer close(ch)
 		f.run(ctx, ch, nil, func() bool { return false })
 	}()
-	err := d.consume(ctx, ch)
+	err := r.syncClaims(ctx, topic) // the fetches go on meanwhile
+	if err == nil {
+		err = d.consume(ctx, ch)
+	}
 	cancel()
 	for m := range ch { // let the fetcher finish a send in progress
 		m.charge.done()
