@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -421,5 +422,6 @@ is in docs/failures.md.`,
 	}
 	a.addRegionFlags(cmd, &rf, "region ID (required)")
 	cmd.Flags().Int64Var(&skip, "skip", -1, "offset of the unreadable record in the claims topic (required)")
+	a.bound(cmd.Flags(), "skip", 0, math.MaxInt64, "Kafka offsets are signed 64-bit numbers")
 	return cmd
 }
