@@ -144,21 +144,6 @@ func (v *claimView) undecided(ns string, region uint64) error {
 	return nil
 }
 
-// undecidedIn returns an error naming the first unreadable record of any
-// region of ns, for reads of every region.
-func (v *claimView) undecidedIn(ns string) error {
-	var first *claim.RegionKey
-	for k := range v.unreadable {
-		if k.Namespace == ns && (first == nil || k.Region < first.Region) {
-			first = &k
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	return v.unreadable[*first].Error(*first)
-}
-
 func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger, records *prometheus.CounterVec) (*claimsFollower, error) {
 	cl, err := kgo.NewClient(base...)
 	if err != nil {
@@ -333,7 +318,7 @@ func (f *claimsFollower) foldTo(ctx context.Context, end int64) (err error) {
 		next := f.state.Next
 		f.mu.Unlock()
 		if next >= end {
-			// (Below: a look that began before one already folded.)
+			// (next > end: this look began before one already folded.)
 			return nil
 		}
 		if f.consumer == nil {
