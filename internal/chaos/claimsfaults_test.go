@@ -140,10 +140,13 @@ func regionFailoverClaimsLeader(t *testing.T, c *chaos.Cluster, fencing string) 
 	require.Zero(t, f.Stale, "no replay returns an entry its claim fenced")
 	require.Zero(t, f.SealedWrong, "each claim's SealedID is the last entry of the earlier epochs the replays return")
 	require.Zero(t, f.OtherFailed, "calls fail other than with ErrFenced only while the claims leader is faulted: %v", res.Errors)
-	require.Positive(t, f.ZombieCalls, "the old owners had calls in flight at their resume")
+	// Whether an old owner had calls in flight when it was stopped, and
+	// whether they outlive ProduceTimeout while the claims leader is
+	// frozen, is up to timing: what every run must show is that each moved
+	// region's old owner ends fenced.
 	require.Equal(t, f.ZombieCalls, f.ZombieRefused+f.ZombieAcked+f.ZombieFailed,
 		"a call in flight at the resume is refused with ErrFenced, acknowledged below the claim or failed")
-	require.Positive(t, f.ZombieRefused, "zombie appends are refused")
+	require.Positive(t, f.FencedCalls, "the old owners' appends of the moved regions end fenced")
 	require.Equal(t, f.FencedSkipped, f.FencedSkippedScan, "indexed and full-scan replays skip the same fenced entries")
 }
 
