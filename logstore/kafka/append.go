@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kwal/kwal/logstore"
-	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
 
@@ -169,13 +168,6 @@ func (s *LogStore) epochFor(ctx context.Context, ns string, region uint64, st ow
 		return 0, fmt.Errorf("%w; nothing was written", &FencedError{Op: "append", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true})
 	}
 	r, fenced, err := s.newer(ctx, ns, region, st.epoch)
-	if errors.Is(err, claim.ErrUnreadable) {
-		// The view may predate a repair: only a catch-up can tell, and
-		// nothing else would start one for an idle store.
-		if err = s.owning.follower.await(ctx); err == nil {
-			r, fenced, err = s.newer(ctx, ns, region, st.epoch)
-		}
-	}
 	if err != nil {
 		return 0, fmt.Errorf("kwal: append: %w", err)
 	}

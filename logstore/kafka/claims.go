@@ -338,29 +338,7 @@ func (f *claimsFollower) foldTo(ctx context.Context, end int64) (err error) {
 			f.consumer = c
 		}
 		fs := f.consumer.PollFetches(ctx)
-		// The records first: a poll that returns as its deadline passes
-		// hands what it fetched, and the consumer has moved past them.
-		var gap error
-		f.mu.Lock()
-		fs.EachRecord(func(rec *kgo.Record) {
-			switch {
-			case gap != nil || rec.Offset < f.state.Next:
-			case rec.Offset > f.state.Next && f.reseeked:
-				// Fetched before the consumer was set back: it fetches
-				// again from Next. (A real gap there fails the fold at its
-				// deadline instead, as closed.)
-			case rec.Offset > f.state.Next:
-				gap = fmt.Errorf("kwal: claims topic %q: the record after offset %d is at offset %d: records were deleted (retention, compaction or DeleteRecords), and the claims they held are lost", f.topic, f.state.Next-1, rec.Offset)
-			case rec.Attrs.IsControl():
-				f.reseeked = false
-				f.state.Next = rec.Offset + 1
-			default:
-				f.reseeked = false
-				f.foldLocked(rec)
-			}
-		})
-		f.mu.Unlock()
-		if gap != nil {
+		if gap := f.foldPolled(fs); gap != nil {
 			return gap
 		}
 		var ferr error
@@ -378,6 +356,33 @@ func (f *claimsFollower) foldTo(ctx context.Context, end int64) (err error) {
 			return fmt.Errorf("kwal: claims topic %q: reading offsets %d to %d: %w", f.topic, next, end, ferr)
 		}
 	}
+}
+
+// foldPolled folds a poll's records before its errors count (a poll that
+// returns as its deadline passes hands what it fetched, and the consumer
+// has moved past them), and returns an error at a gap. The lock is
+// released however the fold ends.
+func (f *claimsFollower) foldPolled(fs kgo.Fetches) (gap error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs.EachRecord(func(rec *kgo.Record) {
+		switch {
+		case gap != nil || rec.Offset < f.state.Next:
+		case rec.Offset > f.state.Next && f.reseeked:
+			// Fetched before the consumer was set back: it fetches
+			// again from Next. (A real gap there fails the fold at its
+			// deadline instead, as closed.)
+		case rec.Offset > f.state.Next:
+			gap = fmt.Errorf("kwal: claims topic %q: the record after offset %d is at offset %d: records were deleted (retention, compaction or DeleteRecords), and the claims they held are lost", f.topic, f.state.Next-1, rec.Offset)
+		case rec.Attrs.IsControl():
+			f.reseeked = false
+			f.state.Next = rec.Offset + 1
+		default:
+			f.reseeked = false
+			f.foldLocked(rec)
+		}
+	})
+	return gap
 }
 
 // foldLocked folds one record (f.mu held), counting and logging what is

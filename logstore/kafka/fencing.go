@@ -199,10 +199,10 @@ func (s *LogStore) topicID(ctx context.Context, topic string) (string, error) {
 // store's view of the claims topic holds it (false: none). It needs the
 // topic's ID only for a namespace with claims.
 func (s *LogStore) newer(ctx context.Context, ns string, region uint64, epoch uint64) (claim.Region, bool, error) {
-	v := s.owning.follower.view.Load()
-	if err := v.undecided(ns, region); err != nil {
+	if err := s.decided(ctx, ns, region); err != nil {
 		return claim.Region{}, false, err
 	}
+	v := s.owning.follower.view.Load()
 	if !v.has(ns) {
 		return claim.Region{}, false, nil
 	}
@@ -212,6 +212,21 @@ func (s *LogStore) newer(ctx context.Context, ns string, region uint64, epoch ui
 	}
 	r := v.region(claim.ID{Namespace: ns, TopicID: tid, Region: region})
 	return r, r.MaxEpoch() > epoch, nil
+}
+
+// decided returns an error naming the region's unreadable claims record
+// when the claims cannot decide its fencing (nil: they can). A view that
+// shows one may predate its repair, and nothing else starts a catch-up
+// for an idle store: it catches up once before it says so.
+func (s *LogStore) decided(ctx context.Context, ns string, region uint64) error {
+	f := s.owning.follower
+	if f.view.Load().undecided(ns, region) == nil {
+		return nil
+	}
+	if err := f.await(ctx); err != nil {
+		return err
+	}
+	return f.view.Load().undecided(ns, region)
 }
 
 func fencedBy(op, ns string, region uint64, epoch uint64, r claim.Region) *FencedError {

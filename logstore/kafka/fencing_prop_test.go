@@ -204,15 +204,6 @@ const (
 	stepRestartRel   = "restart-rel"   // the owner releases, then restarts on its index directory
 )
 
-// lookAfterRepair makes every store look at the claims topic after a
-// repair step, before the step's check. It stands in for what the stores
-// do not do yet: one whose view still holds the skipped record fails its
-// reads and Obsolete of the region with claim.ErrUnreadable, without
-// looking again, until another call (an append, Claim, Ownership, Prune)
-// makes it look; appends look again first (epochFor). Set it to false to
-// have the model check that reads and Obsolete do too.
-const lookAfterRepair = true
-
 func runFencingModel(t *testing.T, seed uint64, steps int, fencing string) {
 	rng := rand.New(rand.NewPCG(seed, 25))
 	brokers := testutil.Brokers(t)
@@ -1175,12 +1166,6 @@ func runFencingModel(t *testing.T, seed uint64, steps int, fencing string) {
 				stale := reg == r && !owns(a)
 				what += fmt.Sprintf("; %s appends to it at once (owner: %v)", a.name, !stale)
 				appendBy(fmt.Sprintf("step %d: %s", step, what), a, []logstore.Entry{newEntry(a, reg)}, true, stale)
-			}
-			if lookAfterRepair {
-				for _, o := range nodes {
-					_, err := o.s.Ownership(ctx, topic)
-					require.NoError(t, err)
-				}
 			}
 		case stepLateOff:
 			what = late(step, true)

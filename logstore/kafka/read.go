@@ -126,7 +126,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			yield(logstore.Entry{}, err)
 			return
 		}
-		if err := s.undecided(namespace, from); err != nil {
+		if err := s.undecided(ctx, namespace, from); err != nil {
 			yield(logstore.Entry{}, err)
 			return
 		}
@@ -143,7 +143,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		if err == nil {
 			// The pass's catch-up may have met an unreadable event of a
 			// region read: what it yielded cannot be proven fenced right.
-			err = s.undecided(namespace, from)
+			err = s.undecided(ctx, namespace, from)
 		}
 		if err != nil {
 			if s.reads.Closed() && errors.Is(err, context.Canceled) {
@@ -157,14 +157,14 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 // undecided returns an error naming the first region of from whose
 // fencing the claims topic cannot decide (an unreadable event), nil when
 // every region's can be.
-func (s *LogStore) undecided(namespace string, from map[logstore.RegionID]logstore.EntryID) error {
-	v := s.owning.follower.view.Load()
-	if len(v.unreadable) == 0 {
+func (s *LogStore) undecided(ctx context.Context, namespace string, from map[logstore.RegionID]logstore.EntryID) error {
+	if len(s.owning.follower.view.Load().unreadable) == 0 {
 		return nil
 	}
-	regions := slices.Sorted(maps.Keys(from))
-	for _, r := range regions {
-		if err := v.undecided(namespace, uint64(r)); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	for _, r := range slices.Sorted(maps.Keys(from)) {
+		if err := s.decided(ctx, namespace, uint64(r)); err != nil {
 			return fmt.Errorf("kwal: read %q: %w", namespace, err)
 		}
 	}
