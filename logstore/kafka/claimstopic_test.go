@@ -69,6 +69,24 @@ func TestClaimRefusesAClaimsTopicThatDropsEvents(t *testing.T) {
 			altered, err := ar.On(claims, nil)
 			require.NoError(t, err)
 			require.NoError(t, altered.Err)
+			// A broker applies an altered config through its metadata log:
+			// wait until it describes the new value, as the store's check will.
+			require.Eventually(t, func() bool {
+				rcs, err := adm.DescribeTopicConfigs(ctx, claims)
+				if err != nil {
+					return false
+				}
+				rc, err := rcs.On(claims, nil)
+				if err != nil {
+					return false
+				}
+				for _, c := range rc.Configs {
+					if c.Key == tc.key {
+						return c.Value != nil && *c.Value == *keep[tc.key]
+					}
+				}
+				return false
+			}, time.Minute, 20*time.Millisecond)
 			c, err := s.Claim(ctx, ns, 1)
 			require.NoError(t, err, "the check runs again after a failed one")
 			require.Equal(t, uint64(1), c.Epoch)
