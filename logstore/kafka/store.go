@@ -184,6 +184,9 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 	}
 	if s.markClient, err = kgo.NewClient(append(base[:len(base):len(base)],
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Each record is waited for alone (produceWithin): a linger would
+		// only delay it (franz-go's default is 10 ms).
+		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProduceRequestTimeout(max(cfg.ProduceTimeout, time.Second)),
 		kgo.RecordDeliveryTimeout(max(cfg.ProduceTimeout, time.Second)),
