@@ -134,6 +134,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "End W of a topic's accounted span [C, W).",
 		}, []string{"topic"}),
 	}
+	// Present at zero: an alert on their rate cannot tell "none" from
+	// "not exported" otherwise.
+	for _, r := range []string{reasonMissing, reasonTruncated, reasonCorrupt, reasonVersion, reasonIO} {
+		m.loadFailures.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}

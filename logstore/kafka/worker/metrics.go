@@ -20,7 +20,7 @@ type Metrics struct {
 
 // NewMetrics makes unregistered collectors.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		EntriesAppended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_append_entries_total", Help: "Entries acknowledged by Kafka, per namespace.",
 		}, []string{"namespace"}),
@@ -60,6 +60,12 @@ func NewMetrics() *Metrics {
 			Name: "kwal_append_errors_total", Help: "Failed append requests, by kind (produce, timeout, canceled, closed).",
 		}, []string{"kind"}),
 	}
+	// Present at zero: an alert on their rate cannot tell "none" from
+	// "not exported" otherwise.
+	for _, k := range []string{"produce", "timeout", "canceled", "closed"} {
+		m.Errors.WithLabelValues(k)
+	}
+	return m
 }
 
 // Collectors returns every collector, for registration.
