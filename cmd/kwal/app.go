@@ -232,6 +232,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kwal",
 		Short:         "kwal: a write-ahead log for datanodes on Apache Kafka",
+		Version:       version(),
 		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,

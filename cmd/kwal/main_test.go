@@ -379,3 +379,12 @@ func testutilCluster(t *testing.T) string {
 	t.Helper()
 	return strings.Join(testutil.NewCluster(t).ListenAddrs(), ",")
 }
+
+// TestVersion: kwal --version prints the module version and the build's
+// Go version, and starts nothing.
+func TestVersion(t *testing.T) {
+	r := kwal(t, nil, "--version")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `^kwal version \S+.*, go1\.\d+`, r.stdout)
+	require.Empty(t, r.stderr)
+}
