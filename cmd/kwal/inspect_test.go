@@ -225,9 +225,13 @@ func TestNamespacesPrune(t *testing.T) {
 	require.Contains(t, r.stdout, fmt.Sprintf("pruned: deleted IDs 1..%d", ids[1][3]-1))
 	require.Contains(t, r.stdout, fmt.Sprintf("the first entry ID available is %d", ids[1][3]))
 
-	r = kwal(t, nil, append([]string{"namespaces", "prune", "pruned"}, flags...)...)
+	// -n names a namespace as in the other commands; nothing named is an error.
+	r = kwal(t, nil, append([]string{"namespaces", "prune", "-n", "pruned"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "pruned: nothing to delete: region 1 still needs its entries from ID")
+	r = kwal(t, nil, append([]string{"namespaces", "prune"}, flags...)...)
+	require.Equal(t, exitError, r.code)
+	require.Contains(t, r.stderr, "name at least one namespace")
 
 	// After the prune, the default replay (without --from: from the first
 	// entry the log holds) and verify read what the log holds; asking for

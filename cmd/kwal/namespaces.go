@@ -122,9 +122,12 @@ func (a *app) withStoreConfig(ctx context.Context, mutate func(*kafka.Config), f
 }
 
 func (a *app) namespacesPruneCmd() *cobra.Command {
-	var dryRun bool
+	var (
+		dryRun bool
+		named  []string
+	)
 	cmd := &cobra.Command{
-		Use:   "prune NAME...",
+		Use:   "prune NAME... | -n NAME...",
 		Short: "Delete the records no region needs any more, and show what holds the rest back",
 		Long: `prune loads the index in --index-dir (read-only: it may belong to a running
 datanode), scans what the index does not account for, and deletes each
@@ -132,13 +135,18 @@ namespace's records below the lowest entry any region still holds: every
 region with records there must have declared them obsolete (Obsolete marks in
 the log, from any datanode). It prints what was deleted, or why nothing could
 be, and the regions holding the prune point back with the bytes each pins
-(estimated from the partition's size). With --dry-run it deletes nothing.`,
-		Args: cobra.MinimumNArgs(1),
+(estimated from the partition's size). With --dry-run it deletes nothing.
+Namespaces are named as arguments or with -n, as in the other commands.`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			names := append(slices.Clone(named), args...)
+			if len(names) == 0 {
+				return fmt.Errorf("%s: name at least one namespace (NAME or -n NAME)", cmd.CommandPath())
+			}
 			return a.withStoreConfig(cmd.Context(), func(c *kafka.Config) {
 				c.IndexReadOnly = true
 			}, func(ctx context.Context, st *kafka.LogStore) error {
-				for _, n := range args {
+				for _, n := range names {
 					res, err := st.PruneWith(ctx, n, kafka.PruneOptions{DryRun: dryRun})
 					if err != nil {
 						return err
@@ -150,6 +158,7 @@ be, and the regions holding the prune point back with the bytes each pins
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only report the prune point and what holds it back")
+	cmd.Flags().StringSliceVarP(&named, "namespace", "n", nil, "namespace to prune (repeatable; or name them as arguments)")
 	return cmd
 }
 
