@@ -27,9 +27,14 @@ const (
 // leader until then.
 const BrokerSessionTimeout = 9 * time.Second
 
-// claimAttempts bounds the attempts of a claim made while the claims
-// partition's leader is faulted.
-const claimAttempts = 5
+// claimBudget bounds the time from a fault to a claim made while the
+// claims partition's leader is faulted. Each attempt ends at its
+// ProduceTimeout, but the claims events of earlier attempts stay in
+// flight to the frozen broker (franz-go cannot fail an idempotent record
+// already sent), and a new attempt's events queue behind them: the claims
+// topic is writable again only once the client gives up on that broker's
+// connection, which took up to 65 s in the runs.
+const claimBudget = 2 * time.Minute
 
 // ClaimsFault is one fault of the broker that led the claims topic's
 // partition, with a region moved while it lasted and another right after.
@@ -352,7 +357,7 @@ func (fo *failover) claimThrough(ctx context.Context, k regionKey, to int, m *le
 		began := time.Now()
 		err := fo.claim(ctx, k, to)
 		var ce *claimError
-		if !errors.As(err, &ce) || cf.ClaimAttempts == claimAttempts {
+		if !errors.As(err, &ce) || time.Since(cf.At) > claimBudget {
 			return err
 		}
 		fo.Logf("region-failover: %s claim attempt %d of %s region %d failed after %v (%v after the fault): %s",
