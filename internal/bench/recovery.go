@@ -136,8 +136,9 @@ type RecoveryPhase struct {
 	Runs  int     `json:"runs"`
 	MinMS float64 `json:"min_ms"`
 	MaxMS float64 `json:"max_ms"`
-	// The cost model of the phase's first pass as it ended: a fetch's
-	// latency share and streaming rate, and gaps fetched through.
+	// What the phase's first pass measured as it ended (the inputs of the
+	// read path's gap rule): a fetch's latency and the streaming rate, and
+	// the gaps it read through.
 	LatencyMS  float64 `json:"fetch_latency_ms"`
 	StreamMBps float64 `json:"stream_mb_per_s"`
 	MergedGaps int     `json:"merged_gaps"`
@@ -584,7 +585,7 @@ func (r Recovery) Print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "read_regions_vs_scan\t%.2f\t((c) time ÷ each topic scanned once)\n", r.ReadRegionsVsScan)
 	fmt.Fprintf(tw, "full_scans_vs_scan\t%.2f\t((d) time ÷ each topic scanned once)\n", r.FullScansVsScan)
-	fmt.Fprintf(tw, "cost model of (b)\t%.3fms\t(a fetch's latency share), %.0f MB/s streamed, %d gaps fetched through\n", r.Concurrent.LatencyMS, r.Concurrent.StreamMBps, r.Concurrent.MergedGaps)
+	fmt.Fprintf(tw, "(b)'s first pass measured\t%.3fms\ta fetch's latency, %.0f MB/s streamed; %d gaps read through (the gap rule: read a gap that streams in less than a fetch's latency)\n", r.Concurrent.LatencyMS, r.Concurrent.StreamMBps, r.Concurrent.MergedGaps)
 	if r.Concurrent.PeakHeap > 0 {
 		fmt.Fprintf(tw, "peak heap of (b)\t%s\t\n", mb(int64(r.Concurrent.PeakHeap)))
 	}
