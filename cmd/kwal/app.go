@@ -43,6 +43,31 @@ func mismatchError(format string, args ...any) error {
 	return &exitErr{code: exitMismatch, err: fmt.Errorf(format, args...)}
 }
 
+// requiredFlag is the error of a required flag left out, naming the
+// command and the flag as it is typed: "regions show: -n/--namespace is
+// required". The command is named without the root's "kwal": errorText
+// prints every message after one "kwal: ".
+func requiredFlag(cmd *cobra.Command, name string) error {
+	return fmt.Errorf("%s: %s is required", commandName(cmd), flagSpelling(cmd.Flags().Lookup(name)))
+}
+
+// commandName is cmd's path below the root ("regions show").
+func commandName(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return cmd.Name()
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// flagSpelling is f as a user types it: "-n/--namespace", or "--skip"
+// for a flag without a shorthand.
+func flagSpelling(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return "-" + f.Shorthand + "/--" + f.Name
+	}
+	return "--" + f.Name
+}
+
 // defaultDataDir is --data-dir's default.
 const defaultDataDir = "./kwal-data"
 

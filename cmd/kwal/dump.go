@@ -48,7 +48,7 @@ to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ns == "" {
-				return errors.New("dump: --namespace is required")
+				return requiredFlag(cmd, "namespace")
 			}
 			return a.runDump(cmd.Context(), ns, from, limit, asJSON)
 		},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -68,7 +67,7 @@ failed CRC, a truncated file), which are named, even when the reads agree
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ns == "" {
-				return errors.New("index verify: --namespace is required")
+				return requiredFlag(cmd, "namespace")
 			}
 			return a.runIndexVerify(cmd.Context(), ns, verbose)
 		},

@@ -152,6 +152,15 @@ func TestEveryNumericFlagIsBounded(t *testing.T) {
 	}
 }
 
+// TestEveryNumericDefaultIsInRange: a flag left out holds its default,
+// which every command checks like a given value; a default outside the
+// range would fail a command that never named the flag.
+func TestEveryNumericDefaultIsInRange(t *testing.T) {
+	for _, c := range numericFlags(t, newApp(io.Discard, io.Discard, nil)) {
+		require.NoError(t, c.lim.check(c.flag), "the default of --%s of kwal %s", c.flag.Name, strings.Join(c.path, " "))
+	}
+}
+
 // TestReplayNegativeBytesIsAnError protects the case that once panicked
 // in preview: --bytes -1 is refused, naming the flag and its range.
 func TestReplayNegativeBytesIsAnError(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -356,4 +358,60 @@ func TestRetentionIsShown(t *testing.T) {
 		require.Equal(t, exitOK, r.code, r.stderr)
 		require.Contains(t, r.stdout, `"retention":"`+want+`"`)
 	}
+}
+
+// TestRequiredFlagsAreNamedOnce: a required flag or argument left out is
+// one line naming the command once, after the one "kwal: " every error
+// starts with, and the flag as it is typed; a required flag's default
+// (never used) does not fail its range check first. Every command whose
+// help marks a flag "(required)" is among the cases.
+func TestRequiredFlagsAreNamedOnce(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dump"}, "dump: -n/--namespace is required"},
+		{[]string{"replay"}, "replay: -n/--namespace is required"},
+		{[]string{"replay", "-n", "ns"}, "replay: -r/--region is required"},
+		{[]string{"index", "verify"}, "index verify: -n/--namespace is required"},
+		{[]string{"regions", "show"}, "regions show: -n/--namespace is required"},
+		{[]string{"regions", "claim"}, "regions claim: -n/--namespace is required"},
+		{[]string{"regions", "claim", "-n", "ns"}, "regions claim: -r/--region is required"},
+		{[]string{"regions", "release"}, "regions release: -n/--namespace is required"},
+		{[]string{"regions", "release", "-n", "ns"}, "regions release: -r/--region is required"},
+		{[]string{"regions", "repair"}, "regions repair: -n/--namespace is required"},
+		{[]string{"regions", "repair", "-n", "ns"}, "regions repair: -r/--region is required"},
+		{[]string{"regions", "repair", "-n", "ns", "-r", "1"}, "regions repair: --skip is required"},
+		{[]string{"namespaces", "prune"}, "namespaces prune: name at least one namespace (NAME or -n NAME)"},
+		{[]string{"namespaces", "delete"}, "namespaces delete: name at least one namespace or pattern"},
+		{[]string{"namespaces", "create"}, "namespaces create: name the namespaces to create, or give --pool"},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, "_"), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			r := kwal(t, nil, append(c.args, "--data-dir", dir, "--brokers", "127.0.0.1:1")...)
+			require.Equal(t, exitError, r.code, r.stderr)
+			require.Equal(t, "kwal: "+c.want+"\n", r.stderr)
+			require.Empty(t, r.stdout)
+		})
+		covered[c.want] = true
+	}
+	// Every flag whose help says "(required)" has its case.
+	var walk func(cmd *cobra.Command)
+	found := 0
+	walk = func(cmd *cobra.Command) {
+		cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "(required)") {
+				found++
+				want := commandName(cmd) + ": " + flagSpelling(f) + " is required"
+				require.True(t, covered[want], "no case for %q", want)
+			}
+		})
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newApp(io.Discard, io.Discard, nil).rootCmd())
+	require.Equal(t, 12, found, "the walk found the required flags")
 }

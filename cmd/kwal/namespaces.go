@@ -71,7 +71,7 @@ factor and topic configs.`,
 				args = append(args, p.Names()...)
 			}
 			if len(args) == 0 {
-				return fmt.Errorf("name the namespaces to create, or give --pool")
+				return fmt.Errorf("%s: name the namespaces to create, or give --pool", commandName(cmd))
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
 				names, err := st.ListNamespaces(ctx)
@@ -141,7 +141,7 @@ Namespaces are named as arguments or with -n, as in the other commands.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names := append(slices.Clone(named), args...)
 			if len(names) == 0 {
-				return fmt.Errorf("%s: name at least one namespace (NAME or -n NAME)", cmd.CommandPath())
+				return fmt.Errorf("%s: name at least one namespace (NAME or -n NAME)", commandName(cmd))
 			}
 			return a.withStoreConfig(cmd.Context(), func(c *kafka.Config) {
 				c.IndexReadOnly = true

@@ -35,7 +35,12 @@ func (a *app) namespacesDeleteCmd() *cobra.Command {
 		Use:   "delete NAME|PATTERN...",
 		Short: "Delete namespaces (names, or glob patterns with a confirmation) with every entry in them, and their index",
 		Long:  deleteLong,
-		Args:  cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%s: name at least one namespace or pattern", commandName(cmd))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
 				return a.deleteNamespaces(ctx, st, args, o)

@@ -48,10 +48,10 @@ func (a *app) addRegionFlags(cmd *cobra.Command, rf *regionFlags, regionHelp str
 // check reports a missing -n, or a missing -r when the command needs one.
 func (rf *regionFlags) check(cmd *cobra.Command, needRegion bool) error {
 	if rf.ns == "" {
-		return fmt.Errorf("%s: --namespace is required", cmd.CommandPath())
+		return requiredFlag(cmd, "namespace")
 	}
 	if needRegion && !cmd.Flags().Changed("region") {
-		return fmt.Errorf("%s: --region is required", cmd.CommandPath())
+		return requiredFlag(cmd, "region")
 	}
 	return nil
 }
@@ -401,7 +401,7 @@ is in docs/failures.md.`,
 				return err
 			}
 			if !cmd.Flags().Changed("skip") {
-				return fmt.Errorf("%s: --skip is required", cmd.CommandPath())
+				return requiredFlag(cmd, "skip")
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, st *kafka.LogStore) error {
 				if err := st.SkipClaimsRecord(ctx, rf.ns, logstore.RegionID(rf.region), skip); err != nil {
@@ -421,7 +421,7 @@ is in docs/failures.md.`,
 		},
 	}
 	a.addRegionFlags(cmd, &rf, "region ID (required)")
-	cmd.Flags().Int64Var(&skip, "skip", -1, "offset of the unreadable record in the claims topic (required)")
+	cmd.Flags().Int64Var(&skip, "skip", 0, "offset of the unreadable record in the claims topic (required)")
 	a.bound(cmd.Flags(), "skip", 0, math.MaxInt64, "Kafka offsets are signed 64-bit numbers")
 	return cmd
 }

@@ -47,10 +47,10 @@ The index is loaded from --index-dir and updated with what the read learns.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.ns == "" {
-				return errors.New("replay: --namespace is required")
+				return requiredFlag(cmd, "namespace")
 			}
 			if !cmd.Flags().Changed("region") {
-				return errors.New("replay: --region is required")
+				return requiredFlag(cmd, "region")
 			}
 			o.fromSet = cmd.Flags().Changed("from")
 			return a.runReplay(cmd.Context(), o)
