@@ -18,10 +18,11 @@ type metrics struct {
 	entriesRead   *prometheus.CounterVec // namespace
 	bytesRead     *prometheus.CounterVec // namespace; entry data yielded
 	prunePinned   *prometheus.GaugeVec   // namespace
-	// retentionMs and retentionBytes are the topics' retention.ms and
-	// retention.bytes as checked at first use (-1: none), per namespace.
-	retentionMs, retentionBytes *prometheus.GaugeVec
-	obsoleteStale               prometheus.Counter
+	// retentionSeconds and retentionBytes are the topics' retention.ms
+	// (in seconds) and retention.bytes as checked at first use (-1: none),
+	// per namespace.
+	retentionSeconds, retentionBytes *prometheus.GaugeVec
+	obsoleteStale                    prometheus.Counter
 	// claims counts Claim calls by outcome; claimLatency times the
 	// successful ones; fencedAppends counts AppendBatch calls refused
 	// with ErrFenced, by when (before writing, after the produce);
@@ -60,8 +61,8 @@ func newMetrics() *metrics {
 		prunePinned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_prune_pinned_bytes", Help: "Estimated log bytes that the region holding the prune point back pins (what Prune could delete once it declares its entries obsolete), per namespace, as of the last Prune.",
 		}, []string{"namespace"}),
-		retentionMs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kwal_topic_retention_ms", Help: "The namespace topic's retention.ms as checked when the store first used it: -1 deletes nothing by age; any other value lets the broker delete entries regions still need.",
+		retentionSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_topic_retention_seconds", Help: "The namespace topic's retention.ms, in seconds, as checked when the store first used it: -1 deletes nothing by age; any other value lets the broker delete entries regions still need.",
 		}, []string{"namespace"}),
 		retentionBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_topic_retention_bytes", Help: "The namespace topic's retention.bytes as checked when the store first used it: -1 deletes nothing by size; any other value lets the broker delete entries regions still need.",
@@ -101,14 +102,14 @@ func newMetrics() *metrics {
 func (m *metrics) forget(namespace string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes} {
+	}{m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes} {
 		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
 	}
 	m.reads.Forget(namespace)
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionMs, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors)
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

@@ -69,7 +69,7 @@ func (r Retention) String() string {
 // TopicRetention returns what the namespace's topic lets the broker delete
 // on its own (an extension of the logstore contract). kwal's own topics
 // delete nothing; a finite retention on a topic kwal uses is logged once
-// per store as a warning and exported as kwal_topic_retention_ms and
+// per store as a warning and exported as kwal_topic_retention_seconds and
 // kwal_topic_retention_bytes.
 func (s *LogStore) TopicRetention(ctx context.Context, namespace string) (Retention, error) {
 	if err := s.begin("topic retention"); err != nil {
@@ -158,7 +158,7 @@ func (s *LogStore) checkTopic(ctx context.Context, topic string, created *Retent
 			return nil
 		}
 	}
-	s.metrics.retentionMs.WithLabelValues(topic).Set(float64(r.Ms))
+	s.metrics.retentionSeconds.WithLabelValues(topic).Set(retentionSeconds(r.Ms))
 	s.metrics.retentionBytes.WithLabelValues(topic).Set(float64(r.Bytes))
 	if r.Compacted() {
 		return fmt.Errorf("kwal: namespace %q: cleanup.policy=%q: %w", topic, r.CleanupPolicy, ErrCompactedTopic)
@@ -168,6 +168,14 @@ func (s *LogStore) checkTopic(ctx context.Context, topic string, created *Retent
 			"topic", topic, "retention", r.String())
 	}
 	return nil
+}
+
+// retentionSeconds is a retention.ms in seconds; -1 (none) stays -1.
+func retentionSeconds(ms int64) float64 {
+	if ms < 0 {
+		return -1
+	}
+	return float64(ms) / 1000
 }
 
 // topicConfigsForCreate are the configs a created topic gets:

@@ -22,7 +22,7 @@ type metrics struct {
 	checkpointErrors   prometheus.Counter
 	loadFailures       *prometheus.CounterVec // by reason
 	discarded          *prometheus.CounterVec // by reason
-	watermark          *prometheus.GaugeVec   // by topic
+	watermark          *prometheus.GaugeVec   // by namespace (the topic's name)
 
 	reg   prometheus.Registerer
 	users int // Collectors sharing the metrics; guarded by sharedMu
@@ -131,8 +131,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"reason"}),
 		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kwal_index_watermark",
-			Help: "End W of a topic's accounted span [C, W).",
-		}, []string{"topic"}),
+			Help: "End W of a namespace topic's accounted span [C, W): the offset below which the index accounts for every record.",
+		}, []string{"namespace"}),
 	}
 	// Present at zero: an alert on their rate cannot tell "none" from
 	// "not exported" otherwise.

@@ -8,7 +8,7 @@ type Metrics struct {
 	fetchedBytes *prometheus.CounterVec // namespace, mode; record batch bytes fetched
 	skipped      *prometheus.CounterVec // kind
 	fetchLatency prometheus.Histogram
-	fetches      *prometheus.CounterVec // mode
+	fetches      *prometheus.CounterVec // namespace, mode
 	spilled      prometheus.Counter
 	fenced       prometheus.Counter
 }
@@ -17,7 +17,7 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	return &Metrics{
 		fetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kwal_read_fetched_bytes_total", Help: "Record batch bytes fetched by reads, per namespace and mode (indexed, scan, read back).",
+			Name: "kwal_read_fetched_bytes_total", Help: "Record batch bytes fetched by reads, per namespace and mode (indexed, scan, read_back: a spilled entry read again).",
 		}, []string{"namespace", "mode"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_read_skipped_records_total", Help: "Records fetched but not yielded, by kind (other_region, duplicate, orphan, incomplete, corrupt, foreign, before_start, missing).",
@@ -27,8 +27,8 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kwal_read_fetches_total", Help: "Fetch requests issued by reads, by mode (indexed, scan, read back).",
-		}, []string{"mode"}),
+			Name: "kwal_read_fetches_total", Help: "Fetch requests issued by reads, per namespace and mode (indexed, scan, read_back: a spilled entry read again).",
+		}, []string{"namespace", "mode"}),
 		spilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_read_spilled_entries_total", Help: "Entries whose data reads dropped to stay within ReadHoldBytes, and read back from the log when their turn came.",
 		}),
@@ -46,6 +46,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 // Forget deletes the namespace's series (DeleteNamespace).
 func (m *Metrics) Forget(namespace string) {
 	m.fetchedBytes.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
+	m.fetches.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
 }
 
 // Skipped counts records a caller skipped outside a read (the store's

@@ -338,7 +338,7 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 // once it completed, or the offset to fetch next.
 func (rt *router) readBackFrom(ctx context.Context, asm *record.Assembler, a record.Assembled, off int64) ([]byte, int64, error) {
 	r := rt.reads
-	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, r.opts.FetchMaxBytes, "read back")
+	res, err := r.fetchAt(ctx, rt.topic, &rt.ld, off, r.opts.FetchMaxBytes, "read_back")
 	if err != nil {
 		return nil, 0, err
 	}

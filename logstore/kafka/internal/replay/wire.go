@@ -78,7 +78,7 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 	kresp, err := cl.Broker(int(m.leader)).Request(ctx, req)
 	took := time.Since(began)
 	r.metrics.fetchLatency.Observe(took.Seconds())
-	r.metrics.fetches.WithLabelValues(mode).Inc()
+	r.metrics.fetches.WithLabelValues(topic, mode).Inc()
 	if err != nil {
 		return fetchResult{retry: err}
 	}
