@@ -30,8 +30,10 @@ func (a *app) indexShowCmd() *cobra.Command {
 per namespace: its checkpoint files and bytes on disk, and the accounted span
 [from, watermark) of offsets the index knows; per region: the records
 (offsets) indexed, in how many ranges of consecutive offsets, the first and
-last, and the Obsolete point when the region dropped offsets above the span's
-start.
+last offset, and the Obsolete point (the offset below which the region dropped
+its records) when it has one. Every position is a Kafka offset, as kwal dump
+prints them: an entry's ID, as kwal replay prints it, is the offset of its
+first record + 1.
 
 Regions come from the index itself (or --regions); unless --no-scan, the
 namespace's log is also scanned, which adds the log end and each region's
@@ -237,8 +239,12 @@ func (a *app) printTopicIndex(ti *topicIndex, maxShown int) {
 			perEntry = fmt.Sprintf(", %.3f B/record on disk", float64(ti.Bytes)/float64(total))
 		}
 		fmt.Fprintf(w, "  regions           %d, %d records indexed%s\n", len(ti.Regions), total, perEntry)
+		// The index knows records by offset, not entries by ID: a split
+		// entry's records span several offsets and its ID comes from the
+		// first (record.go), so a last offset + 1 need not be an ID.
+		fmt.Fprintf(w, "  (Kafka offsets, as kwal dump prints them; an entry's ID, as replay prints it, is its first record's offset + 1)\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "\tregion\trecords\tranges\tfirst\tlast\tobsolete below\tin log\t\n")
+		fmt.Fprintf(tw, "\tregion\trecords\tranges\tfirst offset\tlast offset\tobsolete below offset\trecords in log\t\n")
 		for i, r := range ti.Regions {
 			if maxShown > 0 && i >= maxShown {
 				fmt.Fprintf(tw, "\t…\t%d more\t\t\t\t\t\t\n", len(ti.Regions)-i)

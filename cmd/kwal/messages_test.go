@@ -415,3 +415,25 @@ func TestRequiredFlagsAreNamedOnce(t *testing.T) {
 	walk(newApp(io.Discard, io.Discard, nil).rootCmd())
 	require.Equal(t, 12, found, "the walk found the required flags")
 }
+
+// TestIndexShowSaysItsColumnsAreOffsets: index show's positions are
+// Kafka offsets, headed as such, and the line above its table gives the
+// mapping to the IDs replay prints (an entry's first offset + 1).
+func TestIndexShowSaysItsColumnsAreOffsets(t *testing.T) {
+	flags := cluster(t)
+	populate(t, flags, "units", []logstore.RegionID{1, 2}, 3, 30) // region 2 at offsets 1, 3, 5
+
+	r := kwal(t, nil, append([]string{"index", "show", "-n", "units"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "(Kafka offsets, as kwal dump prints them; an entry's ID, as replay prints it, is its first record's offset + 1)\n")
+	require.Regexp(t, `\sregion\s+records\s+ranges\s+first offset\s+last offset\s+obsolete below offset\s+records in log\n`, r.stdout)
+	require.Regexp(t, `\s2\s+3\s+3\s+1\s+5\s+-\s+3\n`, r.stdout)
+
+	r = kwal(t, nil, append([]string{"replay", "-n", "units", "-r", "2"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var ids []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+(\d+)\s+30\s+"r2-`).FindAllStringSubmatch(r.stdout, -1) {
+		ids = append(ids, m[1])
+	}
+	require.Equal(t, []string{"2", "4", "6"}, ids, "offsets 1, 3, 5 + 1")
+}
