@@ -19,7 +19,8 @@ import (
 // When ctx ends first, AppendBatch returns ctx's error at once: entries not
 // yet handed to Kafka are withdrawn, those already handed may still be
 // written (the error says which).
-func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (logstore.AppendResult, error) {
+func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (_ logstore.AppendResult, err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	var first string
 	if len(entries) > 0 {
 		first = entries[0].Namespace
@@ -281,7 +282,8 @@ func (s *LogStore) failAfterQueued(ctx context.Context, queued []*worker.Pending
 // LatestEntryID returns the namespace's high watermark: the ID the newest
 // record in the log would have as an entry (0 when empty). Every entry's ID
 // is <= it, and an entry appended later gets a greater ID.
-func (s *LogStore) LatestEntryID(ctx context.Context, namespace string) (logstore.EntryID, error) {
+func (s *LogStore) LatestEntryID(ctx context.Context, namespace string) (_ logstore.EntryID, err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("latest entry ID"); err != nil {
 		return 0, err
 	}

@@ -69,8 +69,9 @@ type claimsFollower struct {
 	kick      chan struct{}
 	savedNext atomic.Int64
 	// records counts the claims topic's records that are no region's
-	// (foreign) and regions' records that do not decode (unreadable).
-	records *prometheus.CounterVec
+	// (foreign) and regions' records that do not decode (unreadable);
+	// failures counts looks and folds that failed, by cause.
+	records, failures *prometheus.CounterVec
 
 	// lease is how long a look vouches for appends (Fencing "lease"; 0:
 	// never, every append waits for a look).
@@ -144,7 +145,7 @@ func (v *claimView) undecided(ns string, region uint64) error {
 	return nil
 }
 
-func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger, records *prometheus.CounterVec) (*claimsFollower, error) {
+func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger, records, failures *prometheus.CounterVec) (*claimsFollower, error) {
 	cl, err := kgo.NewClient(base...)
 	if err != nil {
 		return nil, fmt.Errorf("kwal: open: claims client: %w", err)
@@ -152,7 +153,7 @@ func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger, records *pr
 	f := &claimsFollower{
 		topic: cfg.ClaimsTopic, cl: cl, base: base[:len(base):len(base)], backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
 		state: claim.NewState(), reqs: make(chan chan error, 64), looks: make(chan look, maxLooks),
-		stop: make(chan struct{}), done: make(chan struct{}), records: records, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), records: records, failures: failures, kick: make(chan struct{}, 1),
 	}
 	f.leaderEpoch.Store(-1)
 	if cfg.Fencing == FencingLease {
@@ -207,6 +208,11 @@ func (f *claimsFollower) run() {
 				ctx, cancel := context.WithTimeout(f.life, f.timeout)
 				err = f.foldTo(ctx, lk.end)
 				cancel()
+			}
+			if err != nil && f.life.Err() == nil {
+				// Once per look, not per call it answers; a look the
+				// store's closing ended is no failure of the check.
+				f.failures.WithLabelValues(claimsCheckCause(err)).Inc()
 			}
 			if err == nil && int64(lk.began) > f.vouched.Load() {
 				// After foldTo's view: whoever trusts this look reads a
@@ -292,6 +298,27 @@ func (f *claimsFollower) trusted() bool {
 
 var errClosedFollower = errors.New("kwal: the store is closing")
 
+// errClaimsGap is matched by a fold's error at a gap in the claims topic's
+// offsets.
+var errClaimsGap = errors.New("records were deleted (retention, compaction or DeleteRecords), and the claims they held are lost")
+
+// claimsCheckCause is the cause label of kwal_claims_check_failures_total
+// for a failed check of the claims topic.
+func claimsCheckCause(err error) string {
+	var loss *kgo.ErrDataLoss
+	switch {
+	case errors.Is(err, errClaimsTopicDrops):
+		return checkConfig
+	case errors.Is(err, errClaimsGap), errors.As(err, &loss), errors.Is(err, kerr.OffsetOutOfRange):
+		// franz-go's data loss and an offset out of range: records the
+		// fold needed are gone.
+		return checkGap
+	case errors.Is(err, context.DeadlineExceeded):
+		return checkTimeout
+	}
+	return checkKafkaError
+}
+
 // foldTo folds every event below end into the state. On any error the
 // consumer is set back to the first record not folded, so nothing it
 // fetched past the error is skipped. (Closing it instead races with its
@@ -373,7 +400,7 @@ func (f *claimsFollower) foldPolled(fs kgo.Fetches) (gap error) {
 			// again from Next. (A real gap there fails the fold at its
 			// deadline instead, as closed.)
 		case rec.Offset > f.state.Next:
-			gap = fmt.Errorf("kwal: claims topic %q: the record after offset %d is at offset %d: records were deleted (retention, compaction or DeleteRecords), and the claims they held are lost", f.topic, f.state.Next-1, rec.Offset)
+			gap = fmt.Errorf("kwal: claims topic %q: the record after offset %d is at offset %d: %w", f.topic, f.state.Next-1, rec.Offset, errClaimsGap)
 		case rec.Attrs.IsControl():
 			f.reseeked = false
 			f.state.Next = rec.Offset + 1

@@ -21,7 +21,7 @@ func testFollower(t *testing.T, brokers []string, topic string, opts ...kgo.Opt)
 	cfg := DefaultConfig()
 	cfg.ClaimsTopic, cfg.RequestTimeout = topic, 20*time.Second
 	f, err := newClaimsFollower(cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...), slog.New(slog.DiscardHandler),
-		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"kind"}))
+		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"kind"}), prometheus.NewCounterVec(prometheus.CounterOpts{Name: "y"}, []string{"cause"}))
 	require.NoError(t, err)
 	t.Cleanup(f.close)
 	return f
@@ -120,7 +120,7 @@ func BenchmarkClaimsLook(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.ClaimsTopic, cfg.RequestTimeout = topic, 20*time.Second
 	f, err := newClaimsFollower(cfg, []kgo.Opt{kgo.SeedBrokers(brokers...)}, slog.New(slog.DiscardHandler),
-		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"kind"}))
+		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"kind"}), prometheus.NewCounterVec(prometheus.CounterOpts{Name: "y"}, []string{"cause"}))
 	require.NoError(b, err)
 	defer f.close()
 	ctx := context.Background()

@@ -26,7 +26,8 @@ var ErrNotUnreadable = errors.New("kwal: not an unreadable record of the region"
 // kwal's claim, skipping forgets it: upgrade every store first instead.
 // After a skip, the region's next Claim fences everything before it; the
 // procedure is in docs/failures.md.
-func (s *LogStore) SkipClaimsRecord(ctx context.Context, namespace string, region logstore.RegionID, offset int64) error {
+func (s *LogStore) SkipClaimsRecord(ctx context.Context, namespace string, region logstore.RegionID, offset int64) (err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("skip claims record"); err != nil {
 		return err
 	}

@@ -88,6 +88,9 @@ func (s *LogStore) readyClaimsTopic(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	err = checkClaimsTopicConfig(ctx, s.adm, s.cfg.ClaimsTopic)
+	if err != nil {
+		s.metrics.claimsCheckFailures.WithLabelValues(claimsCheckCause(err)).Inc()
+	}
 	switch {
 	case err == nil:
 		s.owning.claimsTopicChecked.Store(true)

@@ -447,6 +447,7 @@ func (s *LogStore) Claim(ctx context.Context, namespace string, region logstore.
 	default:
 		s.metrics.claims.WithLabelValues("error").Inc()
 	}
+	s.metrics.noteRefused(err)
 	return c, err
 }
 
@@ -607,7 +608,8 @@ func produceWithin(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 // the returned ID. It waits only for the appends that carry the region
 // (those of other regions never wait for it, nor it for them); when ctx
 // ends first it returns ctx's error, and the region stays released.
-func (s *LogStore) Release(ctx context.Context, namespace string, region logstore.RegionID) (logstore.EntryID, error) {
+func (s *LogStore) Release(ctx context.Context, namespace string, region logstore.RegionID) (_ logstore.EntryID, err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("release"); err != nil {
 		return 0, err
 	}
@@ -679,7 +681,8 @@ type RegionOwnership struct {
 // Ownership returns what is known of the ownership of namespace's claimed
 // regions, after catching up with the claims topic; regions never claimed
 // are absent.
-func (s *LogStore) Ownership(ctx context.Context, namespace string) ([]RegionOwnership, error) {
+func (s *LogStore) Ownership(ctx context.Context, namespace string) (_ []RegionOwnership, err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("ownership"); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,9 +39,45 @@ type metrics struct {
 	// heldEpochsFileErrors counts failures of the held-epochs file
 	// (heldepochs.go), by op (read, write).
 	heldEpochsFileErrors *prometheus.CounterVec
+	// refused counts calls refused for what the caller asked, by reason
+	// (refusedReasons); claimsCheckFailures counts the store's checks of
+	// the claims topic that failed, by cause (claimsCheckCauses).
+	refused             *prometheus.CounterVec
+	claimsCheckFailures *prometheus.CounterVec
+	// buildInfo is kwal_build_info: 1, labeled with kwal's version.
+	buildInfo prometheus.Gauge
 	// clients are the franz-go clients' own metrics, registered apart
 	// (registerClients) once the clients exist.
 	clients clientMetrics
+}
+
+// Reasons of kwal_refused_calls_total.
+const (
+	refusedEntryTooLarge    = "entry_too_large"
+	refusedInvalidNamespace = "invalid_namespace"
+	refusedUnknownNamespace = "unknown_namespace"
+)
+
+var refusedReasons = []string{refusedEntryTooLarge, refusedInvalidNamespace, refusedUnknownNamespace}
+
+// Causes of kwal_claims_check_failures_total.
+const (
+	checkConfig     = "config"
+	checkTimeout    = "timeout"
+	checkKafkaError = "kafka_error"
+	checkGap        = "gap"
+)
+
+var claimsCheckCauses = []string{checkConfig, checkTimeout, checkKafkaError, checkGap}
+
+// presentAtZero makes c's series of each value of its one label exist at
+// 0: an alert on their rate cannot tell "none" from "not exported"
+// otherwise.
+func presentAtZero(c *prometheus.CounterVec, values []string) *prometheus.CounterVec {
+	for _, v := range values {
+		c.WithLabelValues(v)
+	}
+	return c
 }
 
 func newMetrics() *metrics {
@@ -92,6 +129,21 @@ func newMetrics() *metrics {
 			c.WithLabelValues("unreadable")
 			return c
 		}(),
+		refused: presentAtZero(prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_refused_calls_total", Help: "Calls refused for what the caller asked, before anything was written, by reason: " +
+				"entry_too_large (AppendBatch: an entry longer than Config.MaxEntryBytes, which no read could hold; ErrEntryTooLarge), " +
+				"invalid_namespace (a name that cannot be a namespace: not a topic name, the claims topic's, or starting with __; ErrInvalidNamespace), " +
+				"unknown_namespace (a namespace whose topic does not exist, or for Claim a missing claims topic; ErrUnknownNamespace).",
+		}, []string{"reason"}), refusedReasons),
+		claimsCheckFailures: presentAtZero(prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_claims_check_failures_total", Help: "Failed checks of the claims topic, by cause: " +
+				"config (its configs let the broker compact or delete claim events: Claim refused), " +
+				"timeout (a look at its end that fenced appends, Obsolete and Claim wait for, or the fold of its records, or the config check, did not finish within RequestTimeout), " +
+				"kafka_error (the broker answered those with an error), " +
+				"gap (records of the claims topic were deleted: the claims they held are lost, and the fold fails closed). " +
+				"The calls waiting for a failed look fail.",
+		}, []string{"cause"}), claimsCheckCauses),
+		buildInfo: newBuildInfo(),
 		obsoleteStale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kwal_obsolete_stale_total", Help: "Obsolete calls at or below the region's current Obsolete point: nothing to do (a retry, or a point already learned from another store's mark).",
 		}),
@@ -109,7 +161,22 @@ func (m *metrics) forget(namespace string) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors, m.refused, m.claimsCheckFailures, m.buildInfo)
+}
+
+// noteRefused counts err in kwal_refused_calls_total when it refuses the
+// call for what the caller asked. Public calls defer it on their error,
+// so each refused call counts once.
+func (m *metrics) noteRefused(err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrEntryTooLarge):
+		m.refused.WithLabelValues(refusedEntryTooLarge).Inc()
+	case errors.Is(err, ErrInvalidNamespace):
+		m.refused.WithLabelValues(refusedInvalidNamespace).Inc()
+	case errors.Is(err, ErrUnknownNamespace):
+		m.refused.WithLabelValues(refusedUnknownNamespace).Inc()
+	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

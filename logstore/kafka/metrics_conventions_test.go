@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -43,6 +44,8 @@ func ordinaryWork(t *testing.T, s *kafka.LogStore) string {
 	require.ErrorIs(t, err, kafka.ErrInvalidNamespace)
 	_, err = s.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 1, Data: make([]byte, kafka.DefaultConfig().MaxEntryBytes+1)}})
 	require.ErrorIs(t, err, kafka.ErrEntryTooLarge)
+	_, err = s.LatestEntryID(ctx, newTopic(t)+"-never-created")
+	require.ErrorIs(t, err, kafka.ErrUnknownNamespace)
 	return ns
 }
 
@@ -93,6 +96,30 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 			return slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "namespace" && l.GetValue() == ns })
 		}), "%s has a series with namespace=%q", name, ns)
 	}
+	// The error counters an alert watches are exported (each refused call
+	// of ordinaryWork counted once; no other error).
+	for _, c := range alertCounters {
+		for _, v := range c.values {
+			n, found := metricSum(t, reg, c.name, c.label, v)
+			require.True(t, found, "%s{%s=%q} is exported", c.name, c.label, v)
+			want := 0.0
+			if c.name == "kwal_refused_calls_total" {
+				want = 1
+			}
+			require.Equal(t, want, n, "%s{%s=%q}", c.name, c.label, v)
+		}
+	}
+	build, found := metricSum(t, reg, "kwal_build_info", "", "")
+	require.True(t, found)
+	require.Equal(t, 1.0, build)
+	require.Len(t, byName["kwal_build_info"].GetMetric(), 1)
+	labels := map[string]string{}
+	for _, l := range byName["kwal_build_info"].GetMetric()[0].GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	require.Equal(t, "(devel)", labels["version"], "a test binary is kwal's own, built from a checkout")
+	require.Equal(t, runtime.Version(), labels["goversion"])
+	require.NotEmpty(t, labels["revision"])
 	// -1 is "deletes nothing by age", the retention of kwal's own topics.
 	v, found := metricSum(t, reg, "kwal_topic_retention_seconds", "namespace", ns)
 	require.True(t, found)

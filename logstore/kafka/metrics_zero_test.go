@@ -26,16 +26,24 @@ func TestErrorCountersArePresentAtZero(t *testing.T) {
 	_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("x")}})
 	require.NoError(t, err)
 	collect(t, s.Read(ctx, topic, 1, 1))
-	for name, values := range map[string][]string{
-		"kwal_append_errors_total":       {"produce", "timeout", "canceled", "closed"},
-		"kwal_index_load_failures_total": {"missing", "truncated", "corrupt", "version", "io"},
-		"kwal_claims_bad_records_total":  {"foreign", "unreadable"},
-	} {
-		key := map[string]string{"kwal_append_errors_total": "kind", "kwal_index_load_failures_total": "reason", "kwal_claims_bad_records_total": "kind"}[name]
-		for _, v := range values {
-			n, found := metricSum(t, reg, name, key, v)
-			require.True(t, found, "%s{%s=%q} is exported", name, key, v)
-			require.Zero(t, n, "%s{%s=%q}", name, key, v)
+	for _, c := range alertCounters {
+		for _, v := range c.values {
+			n, found := metricSum(t, reg, c.name, c.label, v)
+			require.True(t, found, "%s{%s=%q} is exported", c.name, c.label, v)
+			require.Zero(t, n, "%s{%s=%q}", c.name, c.label, v)
 		}
 	}
+}
+
+// alertCounters are the error counters an alert watches, each with its
+// label and every value it is exported with from Open on.
+var alertCounters = []struct {
+	name, label string
+	values      []string
+}{
+	{"kwal_append_errors_total", "kind", []string{"produce", "timeout", "canceled", "closed"}},
+	{"kwal_index_load_failures_total", "reason", []string{"missing", "truncated", "corrupt", "version", "io"}},
+	{"kwal_claims_bad_records_total", "kind", []string{"foreign", "unreadable"}},
+	{"kwal_refused_calls_total", "reason", []string{"entry_too_large", "invalid_namespace", "unknown_namespace"}},
+	{"kwal_claims_check_failures_total", "cause", []string{"config", "timeout", "kafka_error", "gap"}},
 }

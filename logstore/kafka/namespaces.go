@@ -33,7 +33,8 @@ var ErrFutureID = errors.New("kwal: entry ID beyond the namespace's latest")
 // below the region's current one changes nothing and writes nothing (a
 // retried call), and returns nil; kwal_obsolete_stale_total counts such
 // calls. upTo 0 does nothing.
-func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logstore.RegionID, upTo logstore.EntryID) error {
+func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logstore.RegionID, upTo logstore.EntryID) (err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("obsolete"); err != nil {
 		return err
 	}
@@ -113,7 +114,8 @@ func (s *LogStore) checkHeld(ctx context.Context, topic string, id logstore.Entr
 // CreateNamespace creates the namespace's topic (one partition,
 // ReplicationFactor, TopicConfigs) and opens its producer; an existing
 // topic is not an error.
-func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) error {
+func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) (err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("create namespace"); err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) error 
 	}
 	// Opening the producer creates the topic and starts the index's
 	// accounting, so the namespace's first append pays for neither.
-	_, err := s.producer(ctx, namespace, true)
+	_, err = s.producer(ctx, namespace, true)
 	return err
 }
 
@@ -141,7 +143,8 @@ var ErrNamespaceDeleting = errors.New("kwal: the namespace is being deleted")
 // may be used again (with AutoCreateTopics, the next append creates a new
 // topic). When appends in flight did not finish within ProduceTimeout, the
 // topic is deleted all the same and the error says so.
-func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) error {
+func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) (err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("delete namespace"); err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ var ErrCannotPrune = errors.New("kwal: nothing can be proven safe to prune")
 func (s *LogStore) Prune(ctx context.Context, namespace string) (logstore.EntryID, error) {
 	res, err := s.prune(ctx, namespace, false)
 	if err != nil {
+		s.metrics.noteRefused(err)
 		return 0, err
 	}
 	return res.FirstID, nil
@@ -113,7 +114,9 @@ type PruneOptions struct {
 // PruneWith is Prune with options, reporting what was (or would be)
 // deleted and what holds the rest back.
 func (s *LogStore) PruneWith(ctx context.Context, namespace string, opts PruneOptions) (PruneResult, error) {
-	return s.prune(ctx, namespace, opts.DryRun)
+	res, err := s.prune(ctx, namespace, opts.DryRun)
+	s.metrics.noteRefused(err)
+	return res, err
 }
 
 func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (PruneResult, error) {

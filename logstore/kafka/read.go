@@ -123,6 +123,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			return
 		}
 		if err := s.checkNamespace(namespace); err != nil {
+			s.metrics.noteRefused(err)
 			yield(logstore.Entry{}, err)
 			return
 		}
@@ -149,6 +150,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 			if s.reads.Closed() && errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
 			}
+			s.metrics.noteRefused(err)
 			yield(logstore.Entry{}, err)
 		}
 	}

@@ -209,7 +209,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			return nil, fmt.Errorf("kwal: open: %w", err)
 		}
 	}
-	if s.owning.follower, err = newClaimsFollower(cfg, base, cfg.Logger, s.metrics.claimsRecords); err != nil {
+	if s.owning.follower, err = newClaimsFollower(cfg, base, cfg.Logger, s.metrics.claimsRecords, s.metrics.claimsCheckFailures); err != nil {
 		return nil, err
 	}
 	s.lanes = worker.NewLanes(worker.LanesOptions{

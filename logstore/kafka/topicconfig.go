@@ -71,7 +71,8 @@ func (r Retention) String() string {
 // delete nothing; a finite retention on a topic kwal uses is logged once
 // per store as a warning and exported as kwal_topic_retention_seconds and
 // kwal_topic_retention_bytes.
-func (s *LogStore) TopicRetention(ctx context.Context, namespace string) (Retention, error) {
+func (s *LogStore) TopicRetention(ctx context.Context, namespace string) (_ Retention, err error) {
+	defer func() { s.metrics.noteRefused(err) }()
 	if err := s.begin("topic retention"); err != nil {
 		return Retention{}, err
 	}
