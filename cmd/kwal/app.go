@@ -292,7 +292,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.DurationVar(&a.g.lease, "lease", 0, "how long a claim waits before its claim record, for owners that fence appends by lease (Config.Lease; give it the longest lease of the cluster's stores)")
 	pf.DurationVar(&a.g.requestTimeout, "request-timeout", def.RequestTimeout, "bound of admin and fetch requests, and of reaching a broker at start")
 	pf.DurationVar(&a.g.dialTimeout, "dial-timeout", def.DialTimeout, "bound of opening a connection to a broker")
-	pf.DurationVar(&a.g.produceTimeout, "produce-timeout", def.ProduceTimeout, "bound of one produce request")
+	pf.DurationVar(&a.g.produceTimeout, "produce-timeout", def.ProduceTimeout, "bound of each append call as a whole (waiting for queue room and behind its region's earlier call, the produce, the fencing check) and of each claim, release or mark write; past it the call fails, and entries already sent may still be written")
 	pf.StringVar(&a.g.logLevel, "log-level", "warn", "log level to stderr: debug, info, warn or error")
 	const longWait = "a longer wait only hides a broker that is gone"
 	a.boundDuration(pf, "request-timeout", time.Millisecond, time.Hour, longWait)

@@ -64,8 +64,8 @@ unless --keep.`,
 	f := cmd.Flags()
 	f.StringSliceVar(&o.scenarios, "scenario", chaos.Scenarios, "scenarios to run, comma-separated")
 	f.IntVar(&o.cycles, "cycles", 3, "leader kills in the leader-kill scenario")
-	f.IntVar(&o.writers, "writers", 8, "goroutines appending, each waiting for its call")
-	f.IntVar(&o.regions, "regions", 8, "regions the writers share")
+	f.IntVar(&o.writers, "writers", 8, "goroutines appending, each waiting for its call (region-failover: per region a datanode owns)")
+	f.IntVar(&o.regions, "regions", 8, "regions the writers share (region-failover has 12 of its own)")
 	f.IntVar(&o.size, "entry-size", 1024, "bytes of each entry's data")
 	// --size was this flag's first name; in demo it is the total. Its
 	// value is --entry-size's, checked under that name.
@@ -82,7 +82,7 @@ unless --keep.`,
 	a.bound(f, "handovers", 1, 10000, "")
 	a.boundDuration(f, "handover-every", 100*time.Millisecond, time.Hour, "")
 	a.bound(f, "writers", 1, 1024, "")
-	a.bound(f, "regions", 1, 1<<20, "")
+	a.bound(f, "regions", 1, maxRegions, "the ledger keeps what every region acknowledged, to check the replays")
 	a.bound(f, "entry-size", 64, uint64(min(1<<20, kafka.DefaultConfig().MaxEntryBytes)), "the writers' entries stay small so that a scenario's faults meet many calls; kwal refuses entries above MaxEntryBytes")
 	return cmd
 }

@@ -80,6 +80,7 @@ func (a *app) demoCmd() *cobra.Command {
 	f.Lookup("entry-size").Usage += " (at most kwal's MaxEntryBytes)"
 	a.bound(f, "entry-size", minDemoEntry, uint64(kafka.DefaultConfig().MaxEntryBytes), "kwal refuses entries larger than its Config.MaxEntryBytes (ErrEntryTooLarge)")
 	f.Lookup("seed").Usage += " (0: from the clock)"
+	f.Lookup("writers").Usage += " (at most --regions run)"
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "append for at most this long (ignored with --entries)")
 	a.boundDuration(f, "duration", 0, 24*time.Hour, "a longer run is a soak test: run your own load against kwal for that")
 	f.Var(&o.size, "size", "append at most this much entry data, e.g. 64MB or 1GiB; 0: until --duration (ignored with --entries)")

@@ -48,6 +48,9 @@ counts the offsets of whole entries and of parts of split entries.
 	f := cmd.Flags()
 	f.StringVarP(&ns, "namespace", "n", "", "only this namespace (default: every namespace in the index)")
 	f.UintSliceVar(&regions, "regions", nil, "regions to show (default: those found in the log, or in the index with --no-scan)")
+	// pflag prints a list's empty default as "(default [])" after the
+	// usage's own default.
+	f.Lookup("regions").DefValue = ""
 	f.BoolVar(&noScan, "no-scan", false, "do not scan the log (no broker needed); regions come from the index")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per namespace")
 	f.IntVar(&maxShown, "max-regions", 1000, "print at most this many regions per namespace (0: all)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/testutil"
 )
 
@@ -436,4 +438,64 @@ func TestIndexShowSaysItsColumnsAreOffsets(t *testing.T) {
 		ids = append(ids, m[1])
 	}
 	require.Equal(t, []string{"2", "4", "6"}, ids, "offsets 1, 3, 5 + 1")
+}
+
+// TestFlagHelpSaysWhatTheCodeDoes protects help texts that once said less
+// than the code does, or pointed at a source file.
+func TestFlagHelpSaysWhatTheCodeDoes(t *testing.T) {
+	usage := func(args ...string) map[string]string {
+		t.Helper()
+		r := kwal(t, nil, append(args, "--help")...)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		out := map[string]string{}
+		for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([\w-]+)(?: \w+)?\s+(.*)$`).FindAllStringSubmatch(r.stdout, -1) {
+			out[m[1]] = m[2]
+		}
+		return out
+	}
+	root := usage()
+	require.Contains(t, root["produce-timeout"], "each append call as a whole")
+	require.Contains(t, root["produce-timeout"], "entries already sent may still be written")
+	bench := usage("bench")
+	require.Contains(t, bench["peers"], "--peers=false skips them")
+	require.NotContains(t, bench["recovery-runs"], ".go")
+	require.Contains(t, bench["recovery-runs"], "0 skips it")
+	require.NotContains(t, usage("index", "show")["regions"], "(default [])")
+
+	// No flag of any command sends its reader to the source.
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			require.NotRegexp(t, `\w\.go\b`, f.Usage, "kwal %s --%s", commandName(cmd), f.Name)
+		})
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newApp(io.Discard, io.Discard, nil).rootCmd())
+}
+
+// TestClaimOwnerDefaultsToTheIndexDirsName: regions claim without
+// --owner claims under the name the first store opened on --index-dir
+// kept there (as its help says), not under a name of its own.
+func TestClaimOwnerDefaultsToTheIndexDirsName(t *testing.T) {
+	flags := cluster(t)
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
+	cfg.IndexDir = flagValue(flags, "--index-dir")
+	cfg.Owner = "first-store"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := kafka.Open(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, st.CreateNamespace(ctx, "owned"))
+	require.NoError(t, st.Close())
+
+	r := kwal(t, nil, append([]string{"regions", "claim", "-n", "owned", "-r", "1"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "claimed region 1 of owned: epoch 1, owner first-store\n")
+	r = kwal(t, nil, append([]string{"regions", "claim", "-n", "owned", "-r", "1", "--owner", "by-hand"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "claimed region 1 of owned: epoch 2, owner by-hand\n")
 }

@@ -19,7 +19,7 @@ import (
 func (a *app) regionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "regions",
-		Short: "Show, claim or release the ownership of regions (fencing)",
+		Short: "Show, claim, release or repair the ownership of regions (fencing)",
 		Long: `A region moves between datanodes; the datanode that takes it over claims it
 (LogStore.Claim): the claim gets an epoch above every earlier one, and from
 then on every replay skips ("fences") the entries an older owner writes
@@ -267,8 +267,9 @@ the last entry of the earlier owners that every replay returns. From then
 on the earlier owners' appends of the region fail with ErrFenced, and no
 replay returns the entries they write above the claim.
 
-The claim is made by this kwal process (--owner names it; default
-host:pid), which exits at once: nothing appends under the new epoch until a
+The claim is made by this kwal process, which exits at once, under the name
+--owner gives (default: the name the first store opened on --index-dir kept
+there, host:pid of that process): nothing appends under the new epoch until a
 datanode claims the region in turn (a higher epoch). Use it to fence a
 stalled or unreachable owner before another node takes the region over.
 Two claims racing: one wins, the other fails with ErrFenced naming it.`,
@@ -287,7 +288,7 @@ Two claims racing: one wins, the other fails with ErrFenced naming it.`,
 		},
 	}
 	a.addRegionFlags(cmd, &rf, "region ID (required)")
-	cmd.Flags().StringVar(&owner, "owner", "", "owner named in the claim (default: host:pid of this process)")
+	cmd.Flags().StringVar(&owner, "owner", "", "owner named in the claim (default: the name kept in --index-dir by the first store opened there, else host:pid of this process)")
 	return cmd
 }
 
