@@ -263,7 +263,13 @@ type Config struct {
 	SASL *SASLConfig
 
 	// Registerer receives kwal's Prometheus metrics (prefix kwal_). Default
-	// nil: metrics are kept but not registered.
+	// nil: metrics are kept but not registered. Every store registers the
+	// same metric names, so several stores on one registry must each get
+	// prometheus.WrapRegistererWith(prometheus.Labels{"store": "..."}, reg)
+	// with a label value of its own: their series then differ by that
+	// label. A second store on the same (or the same wrapped) registerer
+	// fails Open with an error naming the metric, and registers nothing.
+	// Close unregisters the store's metrics.
 	Registerer prometheus.Registerer
 
 	// Logger receives kwal's logs. Default slog.Default().

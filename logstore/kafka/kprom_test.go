@@ -70,7 +70,7 @@ func TestClientMetricsExported(t *testing.T) {
 	cf.Brokers = brokers
 	cf.Registerer = reg
 	_, err = kafka.Open(ctx, cf)
-	require.ErrorContains(t, err, "one registerer per store")
+	require.ErrorContains(t, err, "WrapRegistererWith", "a second store on the registerer is refused, saying how to share it")
 
 	require.NoError(t, s.Close())
 	fams, err = reg.Gather()

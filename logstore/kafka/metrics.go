@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -202,11 +203,46 @@ func registerAll(r prometheus.Registerer, cs []prometheus.Collector) error {
 			for _, d := range done {
 				r.Unregister(d)
 			}
-			return fmt.Errorf("kwal: register metrics (one registerer per store): %w", err)
+			return registerError(c, err)
 		}
 		done = append(done, c)
 	}
 	return nil
+}
+
+// sharedRegistryHint says how stores share a registry (Config.Registerer).
+const sharedRegistryHint = `several stores on one registry must each get prometheus.WrapRegistererWith(prometheus.Labels{"store": "..."}, reg)`
+
+// registerError is the error of Open when the registerer refused c, in one
+// line naming c's metric.
+func registerError(c prometheus.Collector, err error) error {
+	name := metricName(c)
+	if _, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		return fmt.Errorf("kwal: metric %s is already registered on Config.Registerer: %s (%w)", name, sharedRegistryHint, err)
+	}
+	return fmt.Errorf("kwal: Config.Registerer refused metric %s: %s: %w", name, sharedRegistryHint, err)
+}
+
+// metricName is the name of the first metric c describes.
+func metricName(c prometheus.Collector) string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		c.Describe(ch)
+		close(ch)
+	}()
+	var name string
+	for d := range ch {
+		if name == "" {
+			// A Desc shows its name only through String:
+			// Desc{fqName: "kwal_...", help: ...}.
+			s := d.String()
+			if _, rest, ok := strings.Cut(s, `fqName: "`); ok {
+				s, _, _ = strings.Cut(rest, `"`)
+			}
+			name = s
+		}
+	}
+	return name
 }
 
 // unregister unregisters every collector register and registerClients
