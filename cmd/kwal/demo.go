@@ -49,8 +49,9 @@ const demoLong = `demo plays a datanode against kwal, restarts it, and checks it
    the ID the call acknowledged. One region is also replayed by a full scan
    (no index) and both are timed (median of --replay-runs).
 4. Summary: entries and MB appended, throughput, p50/p99 append latency,
-   replay times indexed vs full scan and the speedup (with what it measured),
-   the index on disk, and commands to look further.
+   replay times indexed vs full scan and the speedup (with what it measured;
+   on a log too small to skip any of, a line saying why there is none), the
+   index on disk, and commands to look further.
 
 Any difference is reported (namespace, region, ID, what differs) and the
 command exits with status 2. Ctrl-C stops it within a second or two with one
@@ -220,10 +221,10 @@ func (a *app) runDemo(ctx context.Context, o demoOpts) error {
 
 	var res demoResult
 	if err := a.demoAppend(ctx, st, o, exp, &res); err != nil {
-		return a.demoStopped(ctx, err, "appending", fmt.Sprintf("%d entries (%s) acknowledged in %v to %s; nothing was checked",
-			res.entries, humanBytes(res.bytes), roundDur(res.elapsed), namespaceList(topics)))
+		return a.demoStopped(ctx, err, "appending", fmt.Sprintf("%s (%s) acknowledged in %v to %s; nothing was checked",
+			plural(res.entries, "entry", "entries"), humanBytes(res.bytes), roundDur(res.elapsed), namespaceList(topics)))
 	}
-	appended := fmt.Sprintf("%d entries (%s) appended to %s", res.entries, humanBytes(res.bytes), namespaceList(topics))
+	appended := fmt.Sprintf("%s (%s) appended to %s", plural(res.entries, "entry", "entries"), humanBytes(res.bytes), namespaceList(topics))
 
 	// Restart.
 	a.demoPhase(o, "restarting the store (closing checkpoints the index)…")
@@ -279,7 +280,11 @@ func (a *app) demoPlan(o demoOpts, s *session, topics []string) {
 	var until string
 	switch {
 	case o.entries > 0:
-		until = fmt.Sprintf("%d entries (%s) are written", o.entries, humanBytes(o.plannedBytes()))
+		verb := "are"
+		if o.entries == 1 {
+			verb = "is"
+		}
+		until = fmt.Sprintf("%s (%s) %s written", plural(o.entries, "entry", "entries"), humanBytes(o.plannedBytes()), verb)
 	case o.budget > 0 && o.useDeadline:
 		until = fmt.Sprintf("%s are written or %v passed, whichever comes first (--size, --duration)", humanBytes(o.plannedBytes()), o.duration)
 	case o.budget > 0:
@@ -287,8 +292,8 @@ func (a *app) demoPlan(o demoOpts, s *session, topics []string) {
 	default:
 		until = fmt.Sprintf("%v passed (--duration)", o.duration)
 	}
-	fmt.Fprintf(a.stdout, "kwal demo: %d writers append %d-entry calls of %d-B entries to %d regions until %s\n",
-		o.writers, o.perCall, o.entrySize, o.regions, until)
+	fmt.Fprintf(a.stdout, "kwal demo: %s %d-entry calls of %d-B entries to %s until %s\n",
+		plural(o.writers, "writer appends", "writers append"), o.perCall, o.entrySize, plural(o.regions, "region", "regions"), until)
 	fmt.Fprintf(a.stdout, "%s\n", namespaceList(topics))
 	fmt.Fprintf(a.stdout, "broker: %s\nindex: %s\n", s.describeBroker(), s.cfg.IndexDir)
 }

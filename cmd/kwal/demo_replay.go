@@ -19,7 +19,7 @@ func (a *app) demoReplay(ctx context.Context, st *kafka.LogStore, o demoOpts, to
 	for _, rl := range exp.regions {
 		total += rl.entries
 	}
-	a.demoPhase(o, "replaying every region with the index and checking it: %d entries in %d namespace(s)…", total, len(topics))
+	a.demoPhase(o, "replaying every region with the index and checking it: %s in %d namespace(s)…", plural(total, "entry", "entries"), len(topics))
 	var bar *progressbar.ProgressBar
 	if !o.quiet && a.interactive() {
 		bar = a.progressBar(int64(total), "replaying")

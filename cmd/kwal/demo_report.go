@@ -5,8 +5,10 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 )
 
 func (a *app) printDemo(o demoOpts, s *session, topics []string, r *demoResult, problems *problemList) {
@@ -14,27 +16,35 @@ func (a *app) printDemo(o demoOpts, s *session, topics []string, r *demoResult, 
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	sec := r.elapsed.Seconds()
-	fmt.Fprintf(tw, "entries appended\t%d (%.1f MB) in %v\n", r.entries, mb(r.bytes), roundDur(r.elapsed))
+	fmt.Fprintf(tw, "entries appended\t%d (%s) in %v\n", r.entries, humanBytes(r.bytes), roundDur(r.elapsed))
 	fmt.Fprintf(tw, "append throughput\t%.0f entries/s, %.1f MB/s\n", float64(r.entries)/sec, mb(r.bytes)/sec)
-	fmt.Fprintf(tw, "append latency\tp50 %v, p99 %v (per call of %d entries, %d calls)\n",
-		roundDur(quantile(r.latencies, 0.5)), roundDur(quantile(r.latencies, 0.99)), o.perCall, len(r.latencies))
+	fmt.Fprintf(tw, "append latency\tp50 %v, p99 %v (per call of %s, %s)\n",
+		roundDur(quantile(r.latencies, 0.5)), roundDur(quantile(r.latencies, 0.99)), plural(o.perCall, "entry", "entries"), plural(len(r.latencies), "call", "calls"))
 	fmt.Fprintf(tw, "restart\tclose %v, reopen %v\n", roundDur(r.closeTime), roundDur(r.reopenTime))
-	fmt.Fprintf(tw, "replay, every region\t%d entries (%.1f MB) in %v with the index: %d fetches, %.1f MB fetched\n",
-		r.replayAllStats.Entries, mb(r.replayAllStats.EntryBytes), roundDur(r.replayAll), r.replayAllStats.Fetches, mb(r.replayAllStats.FetchedBytes))
-	fmt.Fprintf(tw, "replay, region %d, indexed\t%v: %d entries, %d fetches, %.1f MB fetched\n",
-		r.oneRegion, roundDur(r.indexed), r.indexedStats.Entries, r.indexedStats.Fetches, mb(r.indexedStats.FetchedBytes))
-	fmt.Fprintf(tw, "replay, region %d, full scan\t%v: %d entries, %d fetches, %.1f MB fetched\n",
-		r.oneRegion, roundDur(r.scanned), r.scannedStats.Entries, r.scannedStats.Fetches, mb(r.scannedStats.FetchedBytes))
+	fmt.Fprintf(tw, "replay, every region\t%s (%s) in %v with the index: %s, %s fetched\n",
+		plural(r.replayAllStats.Entries, "entry", "entries"), humanBytes(r.replayAllStats.EntryBytes), roundDur(r.replayAll),
+		plural(r.replayAllStats.Fetches, "fetch", "fetches"), humanBytes(r.replayAllStats.FetchedBytes))
+	for _, one := range []struct {
+		how   string
+		took  time.Duration
+		stats kafka.ReadStats
+	}{{"indexed", r.indexed, r.indexedStats}, {"full scan", r.scanned, r.scannedStats}} {
+		fmt.Fprintf(tw, "replay, region %d, %s\t%v: %s, %s, %s fetched\n", r.oneRegion, one.how, roundDur(one.took),
+			plural(one.stats.Entries, "entry", "entries"), plural(one.stats.Fetches, "fetch", "fetches"), humanBytes(one.stats.FetchedBytes))
+	}
 	speedup := 0.0
-	if r.indexed > 0 {
+	why := speedupWhyNot(r)
+	if why != "" {
+		fmt.Fprintf(tw, "replay speedup\tnot measured: %s\n", why)
+	} else {
 		speedup = float64(r.scanned) / float64(r.indexed)
+		runs := "one run each"
+		if o.replayRuns > 1 {
+			runs = fmt.Sprintf("median of %d runs each", o.replayRuns)
+		}
+		fmt.Fprintf(tw, "replay speedup\t%.1fx (full-scan time ÷ indexed time, %s)\n", speedup, runs)
 	}
-	runs := "one run each"
-	if o.replayRuns > 1 {
-		runs = fmt.Sprintf("median of %d runs each", o.replayRuns)
-	}
-	fmt.Fprintf(tw, "replay speedup\t%.1fx (full-scan time ÷ indexed time, %s)\n", speedup, runs)
-	if r.indexedStats.FetchedBytes > 0 {
+	if skipped(r) {
 		fmt.Fprintf(tw, "bytes fetched\t%.1fx fewer with the index (full scan %s ÷ indexed %s)\n",
 			float64(r.scannedStats.FetchedBytes)/float64(r.indexedStats.FetchedBytes), humanBytes(r.scannedStats.FetchedBytes), humanBytes(r.indexedStats.FetchedBytes))
 	}
@@ -42,7 +52,7 @@ func (a *app) printDemo(o demoOpts, s *session, topics []string, r *demoResult, 
 	if r.entries > 0 {
 		perEntry = float64(r.indexBytes) / float64(r.entries)
 	}
-	fmt.Fprintf(tw, "index on disk\t%s in %d file(s), %.2f B/entry\n", humanBytes(r.indexBytes), r.indexFiles, perEntry)
+	fmt.Fprintf(tw, "index on disk\t%s in %s, %.2f B/entry\n", humanBytes(r.indexBytes), plural(r.indexFiles, "file", "files"), perEntry)
 	if problems.total == 0 {
 		fmt.Fprintf(tw, "check\tOK: every acknowledged entry came back byte-identical, in order, once\n")
 	} else {
@@ -54,19 +64,54 @@ func (a *app) printDemo(o demoOpts, s *session, topics []string, r *demoResult, 
 		problems.print(w)
 	}
 	fmt.Fprintln(w)
-	explainSpeedup(w, s, r, speedup)
-	fmt.Fprintln(w)
+	if why == "" {
+		explainSpeedup(w, s, r, speedup)
+		fmt.Fprintln(w)
+	}
 	a.suggestNext(w, r.oneNamespace, r.oneRegion)
+}
+
+// minTimedReplay is the shortest replay whose time says something of the
+// index: below it, fixed costs (planning, one fetch's round trip,
+// scheduling) make up most of a replay's time.
+const minTimedReplay = time.Millisecond
+
+// skipped reports whether the indexed replay of region 1 fetched fewer
+// bytes than the full scan, and some: the bytes ratio then has a meaning.
+func skipped(r *demoResult) bool {
+	return r.indexedStats.FetchedBytes > 0 && r.scannedStats.FetchedBytes > r.indexedStats.FetchedBytes
+}
+
+// speedupWhyNot says in a few words why region 1's two replays give no
+// speedup worth printing, or "" when they do. The replays differ only by
+// what the index lets the indexed one skip: with nothing skipped, or times
+// too short to tell that from fixed costs, a ratio of the times is noise,
+// and a ratio over a zero is no figure at all.
+func speedupWhyNot(r *demoResult) string {
+	switch {
+	case r.sharing <= 1:
+		return fmt.Sprintf("region %d has its namespace to itself, so both replays read the same records", r.oneRegion)
+	case r.indexedStats.Entries == 0:
+		return fmt.Sprintf("region %d got no entry to replay (too few were appended)", r.oneRegion)
+	case !skipped(r):
+		return fmt.Sprintf("the log is too small for the index to skip any of it (the full scan fetched %s, the indexed replay %s)",
+			humanBytes(r.scannedStats.FetchedBytes), humanBytes(r.indexedStats.FetchedBytes))
+	case r.indexed <= 0 || r.scanned <= 0:
+		return "a replay took no measurable time"
+	case r.indexed < minTimedReplay && r.scanned < minTimedReplay:
+		return fmt.Sprintf("both replays took under %v, too short to tell the index's effect from fixed costs", minTimedReplay)
+	}
+	return ""
 }
 
 // explainSpeedup says what the replay speedup measured, and why the figure
 // depends on the broker.
 func explainSpeedup(w io.Writer, s *session, r *demoResult, speedup float64) {
-	fmt.Fprintf(w, "What the replay speedup measures: region %d shares namespace %s with %d other region(s).\n", r.oneRegion, r.oneNamespace, r.sharing-1)
+	fmt.Fprintf(w, "What the replay speedup measures: region %d shares namespace %s with %s.\n", r.oneRegion, r.oneNamespace, plural(r.sharing-1, "other region", "other regions"))
 	is := r.indexedStats
-	fmt.Fprintf(w, "Its own data is %s. The indexed replay planned from the index (%d range(s); the read chose %q, reading\n", humanBytes(is.EntryBytes), is.IndexRanges+is.ScanRanges, is.Plan)
-	fmt.Fprintf(w, "through %d gap(s) between them where another fetch would cost more) and fetched %s in %d fetch(es);\n", is.MergedGaps, humanBytes(is.FetchedBytes), is.Fetches)
-	fmt.Fprintf(w, "the full scan read the whole namespace: %s in %d fetch(es).\n", humanBytes(r.scannedStats.FetchedBytes), r.scannedStats.Fetches)
+	fmt.Fprintf(w, "Its own data is %s. The indexed replay planned from the index (%s; the read chose %q, reading\n", humanBytes(is.EntryBytes), plural(is.IndexRanges+is.ScanRanges, "range", "ranges"), is.Plan)
+	fmt.Fprintf(w, "through %s between them where another fetch would cost more) and fetched %s in %s;\n", plural(is.MergedGaps, "gap", "gaps"), humanBytes(is.FetchedBytes), plural(is.Fetches, "fetch", "fetches"))
+	fmt.Fprintf(w, "the full scan read the whole namespace: %s in %s.\n", humanBytes(r.scannedStats.FetchedBytes), plural(r.scannedStats.Fetches, "fetch", "fetches"))
 	fmt.Fprintf(w, "The bytes saved are the index's doing and hold on any broker; the time saved depends on what a fetch costs there.\n")
 	if s.embedded {
 		fmt.Fprintf(w, "On this embedded broker a fetch is an in-process copy, so the time follows the bytes copied and decoded.\n")
@@ -75,8 +120,8 @@ func explainSpeedup(w io.Writer, s *session, r *demoResult, speedup float64) {
 		fmt.Fprintf(w, "so a few large sequential fetches of a small or cached log can beat many small ones.\n")
 	}
 	if speedup > 0 && speedup < 1 {
-		fmt.Fprintf(w, "Here the indexed replay was slower: its %d fetches cost more round trips than the %s it did not read saved;\n",
-			r.indexedStats.Fetches, humanBytes(r.scannedStats.FetchedBytes-r.indexedStats.FetchedBytes))
+		fmt.Fprintf(w, "Here the indexed replay was slower: its %s cost more round trips than the %s it did not read saved;\n",
+			plural(r.indexedStats.Fetches, "fetch", "fetches"), humanBytes(r.scannedStats.FetchedBytes-r.indexedStats.FetchedBytes))
 		fmt.Fprintf(w, "a larger log, more regions per namespace or a cold page cache turn that around.\n")
 	}
 }

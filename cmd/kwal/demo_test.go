@@ -1,14 +1,18 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kwal/kwal/logstore"
+	"github.com/kwal/kwal/logstore/kafka"
 )
 
 // TestDemoEmbedded protects the demo's job and its story: it says up front
@@ -30,15 +34,19 @@ index: `+regexp.QuoteMeta(filepath.Join(dir, "index"))+`
 		"entries appended             300 ", // 60 kB of 200-B entries
 		"append throughput", "append latency", "p50", "p99",
 		"replay, every region         300 entries",
-		"replay, region 1, indexed", "replay, region 1, full scan", "replay speedup", "bytes fetched",
+		"replay, region 1, indexed", "replay, region 1, full scan", "replay speedup",
 		"index on disk",
 		"check                        OK",
-		"What the replay speedup measures: region 1 shares namespace kwal-demo-",
-		"On this embedded broker a fetch is an in-process copy",
 		"Next, try:",
 	} {
 		require.Contains(t, r.stdout, want)
 	}
+	// A log this small may leave the index nothing to skip: then the
+	// summary says so instead of a speedup, and explains none.
+	require.Regexp(t, `replay speedup\s+(\d+\.\dx \(full-scan time ÷ indexed time, one run each\)\nbytes fetched\s+\d+\.\dx fewer|not measured: )`, r.stdout)
+	measured := !strings.Contains(r.stdout, "not measured:")
+	require.Equal(t, measured, strings.Contains(r.stdout, "What the replay speedup measures: region 1 shares namespace kwal-demo-"))
+	require.Equal(t, measured, strings.Contains(r.stdout, "On this embedded broker a fetch is an in-process copy"))
 	for _, want := range []string{
 		"metrics: http://127.0.0.1:",
 		"demo: restarting the store",
@@ -208,4 +216,87 @@ func TestRegionCheck(t *testing.T) {
 		require.Equal(t, 1, p.total, whats(p))
 		require.Contains(t, whats(p), `unexpected entry after the last acknowledged one (8 bytes, "surprise")`)
 	})
+}
+
+// TestDemoOfTheSmallestSizes: a demo of one entry says "1 entry", "1
+// call", "1 region", and gives no replay speedup (nor bytes ratio), saying
+// in one line why; two regions of one entry each give no speedup either.
+func TestDemoOfTheSmallestSizes(t *testing.T) {
+	dir := t.TempDir()
+	r := kwal(t, nil, "demo", "--data-dir", dir, "--quiet", "--entries", "1", "--regions", "1", "--topics", "1", "--writers", "1",
+		"--entries-per-call", "1", "--entry-size", fmt.Sprint(minDemoEntry))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `^kwal demo: 1 writer appends 1-entry calls of 32-B entries to 1 region until 1 entry \(32 B\) is written\n`, r.stdout)
+	for _, want := range []string{
+		"entries appended             1 (32 B) in ",
+		"(per call of 1 entry, 1 call)\n",
+		"replay, every region         1 entry (32 B) in ",
+		"replay speedup               not measured: region 1 has its namespace to itself, so both replays read the same records\n",
+		"index on disk                ",
+		"check                        OK",
+	} {
+		require.Contains(t, r.stdout, want)
+	}
+	require.Regexp(t, `replay, region 1, indexed    \S+: 1 entry, 1 fetch, \d+ B fetched\n`, r.stdout)
+	require.NotRegexp(t, `\b1 (writers|regions|entries|calls|fetches|files|ranges|gaps)\b`, r.stdout)
+	require.NotContains(t, r.stdout, "bytes fetched")
+	require.NotContains(t, r.stdout, "What the replay speedup measures")
+
+	r = kwal(t, nil, "demo", "--data-dir", dir, "--quiet", "--entries", "2", "--regions", "2", "--topics", "1", "--writers", "2",
+		"--entries-per-call", "1", "--entry-size", fmt.Sprint(minDemoEntry))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "until 2 entries (64 B) are written\n")
+	require.Regexp(t, `\nreplay speedup +not measured: `, r.stdout)
+	require.NotContains(t, r.stdout, "What the replay speedup measures")
+}
+
+// TestDemoSpeedupNeedsSomethingSkipped: the summary gives the replay
+// speedup only when the full scan fetched more than the indexed replay,
+// with times long enough to compare (and the bytes ratio only when it
+// did fetch more); otherwise one line says why.
+func TestDemoSpeedupNeedsSomethingSkipped(t *testing.T) {
+	measured := demoResult{
+		entries: 300, bytes: 60000, elapsed: time.Second, latencies: []time.Duration{time.Millisecond},
+		oneRegion: 1, oneNamespace: "ns", sharing: 3,
+		indexed: 2 * time.Millisecond, scanned: 6 * time.Millisecond,
+		indexedStats: kafka.ReadStats{Entries: 100, Fetches: 1, FetchedBytes: 20000},
+		scannedStats: kafka.ReadStats{Entries: 100, Fetches: 3, FetchedBytes: 60000},
+	}
+	const bytesLine = `\nbytes fetched +3\.0x fewer with the index \(full scan 60\.0 kB ÷ indexed 20\.0 kB\)\n`
+	cases := map[string]struct {
+		change func(*demoResult)
+		why    string // "" when measured
+		bytes  bool   // the bytes ratio is printed
+	}{
+		"measured":          {func(*demoResult) {}, "", true},
+		"alone":             {func(r *demoResult) { r.sharing = 1 }, "region 1 has its namespace to itself, so both replays read the same records", true},
+		"no entry":          {func(r *demoResult) { r.indexedStats = kafka.ReadStats{} }, "region 1 got no entry to replay (too few were appended)", false},
+		"nothing skipped":   {func(r *demoResult) { r.scannedStats.FetchedBytes = 20000 }, "the log is too small for the index to skip any of it (the full scan fetched 20.0 kB, the indexed replay 20.0 kB)", false},
+		"scan fetched less": {func(r *demoResult) { r.scannedStats.FetchedBytes = 100 }, "the log is too small for the index to skip any of it (the full scan fetched 100 B, the indexed replay 20.0 kB)", false},
+		"no time":           {func(r *demoResult) { r.indexed = 0 }, "a replay took no measurable time", true},
+		"too short":         {func(r *demoResult) { r.indexed, r.scanned = 200*time.Microsecond, 900*time.Microsecond }, "both replays took under 1ms, too short to tell the index's effect from fixed costs", true},
+		"one long enough":   {func(r *demoResult) { r.indexed = 200 * time.Microsecond }, "", true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			res := measured
+			c.change(&res)
+			var out strings.Builder
+			a := newApp(&out, io.Discard, nil)
+			a.printDemo(demoOpts{workloadFlags: workloadFlags{perCall: 10, replayRuns: 1}}, &session{embedded: true}, []string{"ns"}, &res,
+				&problemList{regions: map[logstore.RegionID]bool{}})
+			if c.bytes {
+				require.Regexp(t, bytesLine, out.String())
+			} else {
+				require.NotContains(t, out.String(), "bytes fetched")
+			}
+			if c.why != "" {
+				require.Regexp(t, `\nreplay speedup +not measured: `+regexp.QuoteMeta(c.why)+`\n`, out.String())
+				require.NotContains(t, out.String(), "What the replay speedup measures")
+				return
+			}
+			require.Regexp(t, `\nreplay speedup +\d+\.\dx \(full-scan time ÷ indexed time, one run each\)\n`, out.String())
+			require.Contains(t, out.String(), "What the replay speedup measures: region 1 shares namespace ns with 2 other regions.\n")
+		})
+	}
 }

@@ -31,6 +31,15 @@ func humanBytes(b int64) string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// plural is n followed by the noun in the number n calls for: "1 entry",
+// "0 entries", "2 entries".
+func plural[N ~int | ~int64 | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 func roundDur(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
