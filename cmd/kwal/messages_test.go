@@ -499,3 +499,37 @@ func TestClaimOwnerDefaultsToTheIndexDirsName(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "claimed region 1 of owned: epoch 2, owner by-hand\n")
 }
+
+// TestObsoleteMarkTakesAnID protects what the README and Obsolete's doc
+// say of IDs: the Obsolete mark is a record of the log with an ID of its
+// own that no entry gets, so LatestEntryID moves past it and the next
+// entry's ID skips it (replay shows the gap, dump the mark at its place).
+func TestObsoleteMarkTakesAnID(t *testing.T) {
+	flags := cluster(t)
+	ids := populate(t, flags, "marked", []logstore.RegionID{1}, 2, 10)
+	require.Equal(t, []logstore.EntryID{1, 2}, ids[1])
+
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
+	cfg.IndexDir = flagValue(flags, "--index-dir")
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := kafka.Open(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, st.Obsolete(ctx, "marked", 1, 1))
+	latest, err := st.LatestEntryID(ctx, "marked")
+	require.NoError(t, err)
+	require.Equal(t, logstore.EntryID(3), latest, "the mark took ID 3")
+	res, err := st.AppendBatch(ctx, []logstore.Entry{{Namespace: "marked", Region: 1, Data: []byte("after the mark")}})
+	require.NoError(t, err)
+	require.Equal(t, logstore.EntryID(4), res.LastEntryIDs[1])
+	require.NoError(t, st.Close())
+
+	r := kwal(t, nil, append([]string{"replay", "-n", "marked", "-r", "1", "--from", "1"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^\s+1\s+10\s.*\n\s+2\s+10\s.*\n\s+4\s+14\s+"after the mark"\n3 entries`, r.stdout)
+	r = kwal(t, nil, append([]string{"dump", "-n", "marked"}, flags...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^\s+2\s+3\s+0\s+mark\s`, r.stdout, "offset 2, ID 3: the mark")
+}

@@ -37,12 +37,29 @@ const DefaultLease = time.Second
 // ErrFenced is matched (errors.Is) by the error of an append, Obsolete or
 // Claim that a newer owner's claim of its region outranks, and of an
 // append of a region this store released. The error is a *FencedError
-// naming the region, the writer's epoch and the newer claim. A fenced
-// append is a failed call: its entries may or may not be in the log, and
-// no replay returns those that landed above the newer claim.
+// naming the region, the writer's epoch and the newer claim.
+//
+// A fenced AppendBatch is a failed call, and its caller must treat it as
+// "maybe written": it is refused in one of two places.
+//   - Before anything is written, when this store released the region or
+//     its view of the claims topic already holds the newer claim: none of
+//     the call's entries is in the log (the error says "nothing was
+//     written").
+//   - After the produce, when the look at the claims topic that Fencing
+//     "strict" or "lease" takes before acknowledging finds the newer claim:
+//     every entry of the call is in the log. Those wholly below the newer
+//     claim's record (IDs up to its Claim.SealedID) are part of the
+//     region's history, and every replay returns them, whoever reads;
+//     those above it no replay returns. The call's entries of regions no
+//     claim fences are replayed like any others.
+//
+// An Obsolete refused before its write wrote no mark; one refused after it
+// left its mark in the log, where it counts only if no newer claim of the
+// region lies below it.
 var ErrFenced = errors.New("kwal: fenced")
 
-// FencedError is ErrFenced with its particulars.
+// FencedError is ErrFenced with its particulars. ErrFenced says what a
+// call that failed with it may have left in the log.
 type FencedError struct {
 	Op        string // "append", "obsolete", "claim"
 	Namespace string

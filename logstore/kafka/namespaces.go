@@ -25,7 +25,10 @@ var ErrFutureID = errors.New("kwal: entry ID beyond the namespace's latest")
 // Obsolete records that the region no longer needs entries with ID <= upTo.
 // It writes an Obsolete mark into the topic (one small record), so that the
 // point survives restarts and a lost index, and every store sharing the
-// topic learns it; the index drops the region's records below it.
+// topic learns it; the index drops the region's records below it. The mark
+// takes the entry ID of its offset, which no entry gets: LatestEntryID
+// moves past it, and the namespace's next entry's ID is one more than it
+// would have been (entry IDs grow with gaps).
 //
 // upTo must be an ID the namespace holds: above its latest entry ID it is
 // refused with an error matching ErrFutureID that names both (Prune would
