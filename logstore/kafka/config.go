@@ -85,6 +85,20 @@ type Config struct {
 	// IndexReadOnly). 0 prunes only when Prune is called. Default 1m.
 	PruneInterval time.Duration
 
+	// PruneMode says how Prune gets rid of the records no region needs.
+	// PruneDelete ("delete", the default) writes a prune mark, then
+	// deletes them with Kafka's DeleteRecords. PruneMarkOnly ("mark-only")
+	// is for clusters that refuse DeleteRecords (some managed services
+	// answer it with POLICY_VIOLATION or an authorization failure, or do
+	// not serve it): Prune writes the prune mark only, so every store and
+	// every replay knows what is obsolete, and leaves the deletion to the
+	// topic's retention, which must then be finite (the log's start moves
+	// only when the retention deletes; RetentionWarnMargin says when it
+	// comes close to a record a region still needs). Under PruneDelete, a
+	// refused DeleteRecords fails Prune with a *DeleteRefusedError naming
+	// this setting; the mark it wrote stays valid.
+	PruneMode string
+
 	// DisableIndex turns the region index off: every read scans the topic.
 	// The held epochs are not kept either (see IndexDir). Default false.
 	DisableIndex bool
@@ -321,6 +335,7 @@ func DefaultConfig() Config {
 		MaxEntryBytes:           32 << 20,
 		IndexCheckpointInterval: 10 * time.Second,
 		PruneInterval:           time.Minute,
+		PruneMode:               PruneDelete,
 		Compression:             "lz4",
 		ClaimsTopic:             "kwal-claims",
 		Fencing:                 FencingStrict,
@@ -441,6 +456,9 @@ func (c Config) Validate() error {
 	if c.PruneInterval < 0 {
 		bad("PruneInterval", "%v must not be negative", c.PruneInterval)
 	}
+	if c.PruneMode != PruneDelete && c.PruneMode != PruneMarkOnly {
+		bad("PruneMode", "%q is not %q or %q", c.PruneMode, PruneDelete, PruneMarkOnly)
+	}
 	if c.IndexMergeGap < -1 {
 		bad("IndexMergeGap", "%d must be -1 (merge only touching ranges), 0 (the index default) or positive", c.IndexMergeGap)
 	}
@@ -494,8 +512,8 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d MaxEntryBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v DisableIndex=%v",
-		c.Brokers, c.MaxBatchBytes, c.MaxEntryBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.DisableIndex)
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d MaxEntryBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v PruneMode=%s DisableIndex=%v",
+		c.Brokers, c.MaxBatchBytes, c.MaxEntryBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.PruneMode, c.DisableIndex)
 	fmt.Fprintf(&b, " Compression=%s ProduceLanes=%d MaxRequestBytes=%d MaxRegionsPerBatch=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v Dialer=%s RetryBackoff=%v",
 		c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.MaxRegionsPerBatch, c.Linger, c.ProduceTimeout, c.RequestTimeout, c.DialTimeout, setOrNil(c.Dialer != nil), c.RetryBackoff)
 	fmt.Fprintf(&b, " MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v",

@@ -42,6 +42,7 @@
 //	pool.go        TopicPool: a pool of namespaces and a region's place in it
 //	marks.go       Obsolete and prune marks written to the log
 //	prune.go       Prune and PruneWith; the optional pruner goroutine
+//	prunemode.go   Config.PruneMode's values; DeleteRecords refused
 //	read.go        Read, ReadRegions, ReadWith, ReadOptions and ReadStats
 //	metrics.go     the store's Prometheus metrics
 //

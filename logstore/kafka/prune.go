@@ -35,9 +35,12 @@ var ErrCannotPrune = errors.New("kwal: nothing can be proven safe to prune")
 // record on. Prune first brings the index up to the log's end (scanning
 // what it does not account for: other stores' records, or a lost or stale
 // index), then writes a prune mark stating what it is about to delete,
-// then deletes with Kafka's DeleteRecords (services that refuse it return
-// its error). Each step is bounded on its own (RequestTimeout per request,
-// ProduceTimeout for the mark); ctx bounds the whole.
+// then deletes with Kafka's DeleteRecords. A cluster that refuses
+// DeleteRecords fails it with a *DeleteRefusedError (the mark stays
+// valid); under Config.PruneMode PruneMarkOnly it writes the mark only,
+// leaves the deletion to the topic's retention and returns the log's
+// start, unchanged. Each step is bounded on its own (RequestTimeout per
+// request, ProduceTimeout for the mark); ctx bounds the whole.
 //
 // Afterwards, a read of a region from an ID at or above its Obsolete point
 // + 1 returns everything it asks for, whatever was deleted (the prune mark
@@ -60,6 +63,13 @@ type PruneResult struct {
 	// Deleted is set when records were deleted: those with IDs in
 	// [Before, FirstID).
 	Deleted bool
+	// Marked is set when a prune mark in the log vouches for every record
+	// below PrunePoint (> FirstID): this call wrote it, or, under
+	// PruneMarkOnly, an earlier one with a point at least as high. Under
+	// PruneMarkOnly nothing is deleted (Deleted is false and FirstID stays
+	// the log's start): the topic's retention deletes those records, and
+	// the mark tells every store and replay that no region needs them.
+	Marked bool
 	// Before is the log's first ID before the call.
 	Before logstore.EntryID
 }
@@ -161,8 +171,21 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if point <= start || dryRun {
 		return res, nil
 	}
+	markOnly := s.cfg.PruneMode == PruneMarkOnly
+	if known, ok := s.reads.KnownPrunePoint(namespace, end); markOnly && ok && known >= point {
+		// The log start does not move under PruneMarkOnly, so the point
+		// comes back every round: the mark already in the log vouches for
+		// everything below it, and the retention deletes by it.
+		res.Marked = true
+		return res, nil
+	}
 	if err := s.writePruneMark(ctx, namespace, gen, g, start, end, point); err != nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
+	}
+	res.Marked = true
+	if markOnly {
+		s.log.Debug("kwal: marked obsolete; the topic's retention deletes", "topic", namespace, "before_offset", point)
+		return res, nil
 	}
 	var os kadm.Offsets
 	os.Add(kadm.Offset{Topic: namespace, Partition: partition, At: point})
@@ -173,6 +196,9 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 		err = resp.Error()
 	}
 	if err != nil {
+		if s.deleteRefused(ctx, err) {
+			return PruneResult{}, &DeleteRefusedError{Namespace: namespace, Below: point, Err: err}
+		}
 		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
 	}
 	// Routine (the background pruner runs every PruneInterval); the deleted

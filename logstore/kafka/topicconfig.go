@@ -167,6 +167,9 @@ func (s *LogStore) checkTopic(ctx context.Context, topic string, created *Retent
 	if r.Finite() {
 		s.log.Warn("kwal: the topic deletes records by age or size, whatever the regions still need: acknowledged entries of a region that does not flush in time will be lost (kwal's own topics keep everything until Prune)",
 			"topic", topic, "retention", r.String())
+	} else if s.cfg.PruneMode == PruneMarkOnly {
+		s.log.Warn("kwal: PruneMode is mark-only, which leaves deleting to the topic's retention, but the topic has none: its log only grows (set a retention.ms longer than any region goes without a flush, or use PruneMode delete where DeleteRecords is allowed)",
+			"topic", topic)
 	}
 	return nil
 }
