@@ -99,6 +99,15 @@ type Config struct {
 	// this setting; the mark it wrote stays valid.
 	PruneMode string
 
+	// RetentionWarnMargin: on a topic with a finite retention (retention.ms
+	// or retention.bytes), Prune and PruneWith (dry runs too) report how
+	// long the oldest record a region still needs has before the retention
+	// may delete it (PruneStatus.RetentionHeadroom), and log a warning when
+	// that is less than this margin: time to flush the region holding the
+	// prune point back (Obsolete), or to raise the retention. Default 6h; 0
+	// warns only once the retention has passed the record.
+	RetentionWarnMargin time.Duration
+
 	// DisableIndex turns the region index off: every read scans the topic.
 	// The held epochs are not kept either (see IndexDir). Default false.
 	DisableIndex bool
@@ -336,6 +345,7 @@ func DefaultConfig() Config {
 		IndexCheckpointInterval: 10 * time.Second,
 		PruneInterval:           time.Minute,
 		PruneMode:               PruneDelete,
+		RetentionWarnMargin:     6 * time.Hour,
 		Compression:             "lz4",
 		ClaimsTopic:             "kwal-claims",
 		Fencing:                 FencingStrict,
@@ -459,6 +469,9 @@ func (c Config) Validate() error {
 	if c.PruneMode != PruneDelete && c.PruneMode != PruneMarkOnly {
 		bad("PruneMode", "%q is not %q or %q", c.PruneMode, PruneDelete, PruneMarkOnly)
 	}
+	if c.RetentionWarnMargin < 0 {
+		bad("RetentionWarnMargin", "%v must not be negative", c.RetentionWarnMargin)
+	}
 	if c.IndexMergeGap < -1 {
 		bad("IndexMergeGap", "%d must be -1 (merge only touching ranges), 0 (the index default) or positive", c.IndexMergeGap)
 	}
@@ -512,8 +525,8 @@ func (c Config) Validate() error {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d MaxEntryBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v PruneMode=%s DisableIndex=%v",
-		c.Brokers, c.MaxBatchBytes, c.MaxEntryBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.PruneMode, c.DisableIndex)
+	fmt.Fprintf(&b, "Brokers=%v MaxBatchBytes=%d MaxEntryBytes=%d IndexDir=%q IndexStore=%s IndexCheckpointInterval=%v IndexMergeGap=%d IndexReadOnly=%v PruneInterval=%v PruneMode=%s RetentionWarnMargin=%v DisableIndex=%v",
+		c.Brokers, c.MaxBatchBytes, c.MaxEntryBytes, c.IndexDir, typeOrNil(c.IndexStore), c.IndexCheckpointInterval, c.IndexMergeGap, c.IndexReadOnly, c.PruneInterval, c.PruneMode, c.RetentionWarnMargin, c.DisableIndex)
 	fmt.Fprintf(&b, " Compression=%s ProduceLanes=%d MaxRequestBytes=%d MaxRegionsPerBatch=%d Linger=%v ProduceTimeout=%v RequestTimeout=%v DialTimeout=%v Dialer=%s RetryBackoff=%v",
 		c.Compression, c.ProduceLanes, c.MaxRequestBytes, c.MaxRegionsPerBatch, c.Linger, c.ProduceTimeout, c.RequestTimeout, c.DialTimeout, setOrNil(c.Dialer != nil), c.RetryBackoff)
 	fmt.Fprintf(&b, " MaxQueuedBytes=%d MaxStoreQueuedBytes=%d AutoCreateTopics=%v ReplicationFactor=%d TopicConfigs=%v FetchMaxBytes=%d ReadHoldBytes=%d SkipCorrupt=%v",

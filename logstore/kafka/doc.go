@@ -43,6 +43,7 @@
 //	marks.go       Obsolete and prune marks written to the log
 //	prune.go       Prune and PruneWith; the optional pruner goroutine
 //	prunemode.go   Config.PruneMode's values; DeleteRecords refused
+//	retentionrisk.go how close a finite retention is to a needed record
 //	read.go        Read, ReadRegions, ReadWith, ReadOptions and ReadStats
 //	metrics.go     the store's Prometheus metrics
 //

@@ -39,8 +39,12 @@ var ErrCannotPrune = errors.New("kwal: nothing can be proven safe to prune")
 // DeleteRecords fails it with a *DeleteRefusedError (the mark stays
 // valid); under Config.PruneMode PruneMarkOnly it writes the mark only,
 // leaves the deletion to the topic's retention and returns the log's
-// start, unchanged. Each step is bounded on its own (RequestTimeout per
-// request, ProduceTimeout for the mark); ctx bounds the whole.
+// start, unchanged. On a topic with a finite retention it also checks how
+// close the retention comes to the oldest record still needed
+// (PruneStatus.RetentionHeadroom; logged as a warning within
+// Config.RetentionWarnMargin). Each step is bounded on its own
+// (RequestTimeout per request, ProduceTimeout for the mark); ctx bounds
+// the whole.
 //
 // Afterwards, a read of a region from an ID at or above its Obsolete point
 // + 1 returns everything it asks for, whatever was deleted (the prune mark
@@ -95,6 +99,29 @@ type PruneStatus struct {
 	Holders []PruneHolder
 	// Reason says why nothing can be pruned when PrunePoint == FirstID.
 	Reason string
+
+	// Retention is the topic's retention as this call described it (zero
+	// when RetentionErr is set). On a finite one, the fields below say how
+	// close it comes to the oldest record a region still needs, the one at
+	// PrunePoint (retentionrisk.go explains the estimates).
+	Retention Retention
+	// OldestNeededAt is the timestamp the broker keeps for that record;
+	// zero when the retention is infinite or no record is needed.
+	OldestNeededAt time.Time
+	// RetentionHeadroom is how long that record has before the retention
+	// may delete it (negative: it may be gone any moment), by the limit
+	// RetentionLimit names ("retention.ms" or "retention.bytes", whichever
+	// comes first). RetentionLimit is "" when no headroom applies: an
+	// infinite retention, or no record needed.
+	RetentionHeadroom time.Duration
+	RetentionLimit    string
+	// RetentionAtRisk is set when RetentionHeadroom is less than
+	// Config.RetentionWarnMargin (the call then logged a warning).
+	RetentionAtRisk bool
+	// RetentionErr is set when the check could not be made (the configs
+	// could not be described, or the record's timestamp not fetched); the
+	// rest of the status stands.
+	RetentionErr error
 }
 
 // PruneHolder is a region that keeps records from being pruned.
@@ -158,10 +185,12 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if err := s.reads.SyncMarks(ctx, namespace); err != nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q: looking at the claims topic: %w", namespace, err)
 	}
-	st, point, err := s.pruneStatus(ctx, g, namespace, start, end)
+	st, point, need, err := s.pruneStatus(ctx, g, namespace, start, end)
 	if err != nil {
 		return PruneResult{}, err
 	}
+	s.retentionRisk(ctx, &st, need, end)
+	s.warnRetention(st)
 	res := PruneResult{PruneStatus: st, Before: logstore.EntryID(start + 1)}
 	var pinned int64
 	if len(st.Holders) > 0 {
@@ -210,19 +239,21 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 }
 
 // pruneStatus computes the prune point (an offset) and describes what holds
-// it back.
-func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic string, start, end int64) (PruneStatus, int64, error) {
-	st := PruneStatus{Namespace: topic, FirstID: logstore.EntryID(start + 1), LatestID: logstore.EntryID(end), PrunePoint: logstore.EntryID(start + 1)}
+// it back. need is the offset of the oldest record a region still needs
+// (the log's start when the index cannot tell), -1 when none is.
+func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic string, start, end int64) (st PruneStatus, point, need int64, err error) {
+	st = PruneStatus{Namespace: topic, FirstID: logstore.EntryID(start + 1), LatestID: logstore.EntryID(end), PrunePoint: logstore.EntryID(start + 1)}
+	st.LogBytes = s.logBytes(ctx, topic)
 	if end <= start {
 		st.Reason = "the log is empty"
-		return st, start, nil
+		return st, start, -1, nil
 	}
 	ts, ok := g.Stats(topic, true)
 	if !ok || !ts.Covered || ts.C > start {
 		st.Reason = fmt.Sprintf("the index does not account for the log from its start (offset %d)", start)
-		return st, start, nil
+		return st, start, start, nil
 	}
-	point := ts.W
+	point = ts.W
 	for _, r := range ts.Regions {
 		if r.Entries > 0 {
 			point = min(point, r.First)
@@ -234,7 +265,6 @@ func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic st
 	slices.SortFunc(st.Holders, func(a, b PruneHolder) int {
 		return cmp.Or(cmp.Compare(a.FirstNeeded, b.FirstNeeded), cmp.Compare(a.Region, b.Region))
 	})
-	st.LogBytes = s.logBytes(ctx, topic)
 	perOffset := 0.0
 	if end > start {
 		perOffset = float64(st.LogBytes) / float64(end-start)
@@ -256,7 +286,11 @@ func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic st
 			st.Reason = "no record below the index's watermark is obsolete"
 		}
 	}
-	return st, point, nil
+	need = -1
+	if len(st.Holders) > 0 {
+		need = point
+	}
+	return st, point, need, nil
 }
 
 // logBytes returns the partition's size as its leader reports it, 0 when

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -211,6 +215,117 @@ func TestPruneMarkOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lastMarked, res.FirstID)
 	require.Equal(t, m.lowestNeeded(), res.PrunePoint)
+}
+
+// TestPruneRetentionHeadroom protects the retention check: on a topic with
+// a finite retention, Prune and its dry run report the timestamp of the
+// oldest entry still needed (the one at the prune point) and the headroom
+// the retention leaves it (retention.ms less its age, or by
+// retention.bytes), within what the time around the call allows, flag it
+// under the margin and log one warning per call naming the namespace,
+// headroom and margin. With no retention there is no headroom and no
+// warning.
+func TestPruneRetentionHeadroom(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		ms, bytes string
+		margin    time.Duration
+		limit     string // "" for no headroom
+		atRisk    bool
+	}{
+		{name: "1h under a 2h margin", ms: "3600000", bytes: "-1", margin: 2 * time.Hour, limit: "retention.ms", atRisk: true},
+		{name: "1 week over a 1h margin", ms: "604800000", bytes: "-1", margin: time.Hour, limit: "retention.ms"},
+		{name: "1 byte", ms: "-1", bytes: "1", margin: time.Hour, limit: "retention.bytes", atRisk: true},
+		{name: "none", ms: "-1", bytes: "-1", margin: 2 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			brokers := testutil.Brokers(t)
+			topic := newTopic(t)
+			createTopicWith(t, brokers, topic, map[string]*string{"retention.ms": ptr(tc.ms), "retention.bytes": ptr(tc.bytes)})
+			var mu sync.Mutex
+			var logs strings.Builder
+			s := openStore(t, brokers, func(c *kafka.Config) {
+				c.RetentionWarnMargin, c.Logger = tc.margin, testLogger(&mu, &logs)
+			})
+			ctx := context.Background()
+			// A real broker's controller creates the topic with its
+			// configs; the broker describes them a moment later.
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				r, err := s.TopicRetention(ctx, topic)
+				require.NoError(c, err)
+				assert.Equal(c, tc.ms, fmt.Sprint(r.Ms))
+				assert.Equal(c, tc.bytes, fmt.Sprint(r.Bytes))
+			}, 30*time.Second, 20*time.Millisecond)
+
+			written := time.Now().Truncate(time.Millisecond) // Kafka keeps milliseconds
+			ids := map[logstore.RegionID][]logstore.EntryID{}
+			for _, r := range []logstore.RegionID{1, 2, 1, 2} {
+				res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: r, Data: []byte("entry")}})
+				require.NoError(t, err)
+				ids[r] = append(ids[r], res.LastEntryIDs[r])
+			}
+			writtenBy := time.Now()
+			require.NoError(t, s.Obsolete(ctx, topic, 1, ids[1][0]))
+
+			check := func(opts kafka.PruneOptions) {
+				t.Helper()
+				began := time.Now()
+				res, err := s.PruneWith(ctx, topic, opts)
+				ended := time.Now()
+				require.NoError(t, err)
+				require.NoError(t, res.RetentionErr)
+				require.Equal(t, ids[2][0], res.PrunePoint, "region 2's first entry is the oldest needed")
+				require.Equal(t, tc.limit != "", res.Retention.Finite())
+				require.Equal(t, tc.limit, res.RetentionLimit)
+				require.Equal(t, tc.atRisk, res.RetentionAtRisk)
+				if tc.limit == "" {
+					require.Zero(t, res.OldestNeededAt)
+					require.Zero(t, res.RetentionHeadroom)
+					return
+				}
+				ts := res.OldestNeededAt
+				require.False(t, ts.Before(written) || ts.After(writtenBy), "%v is not within [%v, %v]", ts, written, writtenBy)
+				// The check ran between began and ended: the entry's age
+				// then lay between these.
+				minAge, maxAge := began.Sub(ts), ended.Sub(ts)
+				lo, hi := -maxAge, time.Duration(0) // retention.bytes=1: all that is needed is over it
+				if tc.limit == "retention.ms" {
+					ms, _ := time.ParseDuration(tc.ms + "ms")
+					lo, hi = ms-maxAge, ms-minAge
+				}
+				h := res.RetentionHeadroom
+				require.True(t, lo <= h && h <= hi, "headroom %v is not within [%v, %v]", h, lo, hi)
+			}
+			check(kafka.PruneOptions{DryRun: true})
+			check(kafka.PruneOptions{})
+
+			mu.Lock()
+			out := logs.String()
+			mu.Unlock()
+			var warnings []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "retention will soon delete") {
+					warnings = append(warnings, l)
+				}
+			}
+			if !tc.atRisk {
+				require.Empty(t, warnings)
+				return
+			}
+			require.Len(t, warnings, 2, "one per call, the dry run's included")
+			for _, w := range warnings {
+				require.Contains(t, w, "level=WARN")
+				require.Contains(t, w, "namespace="+topic)
+				require.Contains(t, w, "margin="+tc.margin.String())
+				require.Contains(t, w, "limit="+tc.limit)
+				require.Contains(t, w, "headroom=")
+				require.Contains(t, w, "region=2")
+				require.Contains(t, w, "flush the region holding the prune point back (Obsolete), or raise the topic's "+tc.limit)
+			}
+		})
+	}
 }
 
 // pruneModel is a namespace's model for the prune tests (modelNS), with
