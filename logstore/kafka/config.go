@@ -102,9 +102,10 @@ type Config struct {
 	// RetentionWarnMargin: on a topic with a finite retention (retention.ms
 	// or retention.bytes), Prune and PruneWith (dry runs too) report how
 	// long the oldest record a region still needs has before the retention
-	// may delete it (PruneStatus.RetentionHeadroom), and log a warning when
-	// that is less than this margin: time to flush the region holding the
-	// prune point back (Obsolete), or to raise the retention. Default 6h; 0
+	// may delete it (PruneStatus.RetentionHeadroom, and
+	// kwal_retention_headroom_seconds), and log a warning when that is
+	// less than this margin: time to flush the region holding the prune
+	// point back (Obsolete), or to raise the retention. Default 6h; 0
 	// warns only once the retention has passed the record.
 	RetentionWarnMargin time.Duration
 

@@ -20,6 +20,9 @@ type metrics struct {
 	entriesRead   *prometheus.CounterVec // namespace
 	bytesRead     *prometheus.CounterVec // namespace; entry data yielded
 	prunePinned   *prometheus.GaugeVec   // namespace
+	// prune are Prune's runs, what they deleted, the log's size and the
+	// retention's headroom (pruneMetrics).
+	prune *pruneMetrics
 	// retentionSeconds and retentionBytes are the topics' retention.ms
 	// (in seconds) and retention.bytes as checked at first use (-1: none),
 	// per namespace.
@@ -83,6 +86,7 @@ func presentAtZero(c *prometheus.CounterVec, values []string) *prometheus.Counte
 
 func newMetrics() *metrics {
 	return &metrics{
+		prune:   newPruneMetrics(),
 		worker:  worker.NewMetrics(),
 		reads:   replay.NewMetrics(),
 		clients: newClientMetrics(),
@@ -158,11 +162,12 @@ func (m *metrics) forget(namespace string) {
 	}{m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes} {
 		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
 	}
+	m.prune.forget(namespace)
 	m.reads.Forget(namespace)
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors, m.refused, m.claimsCheckFailures, m.buildInfo)
+	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors, m.refused, m.claimsCheckFailures, m.buildInfo, m.prune)
 }
 
 // noteRefused counts err in kwal_refused_calls_total when it refuses the
@@ -254,4 +259,106 @@ func (m *metrics) unregister(r prometheus.Registerer) {
 	for _, c := range append(m.collectors(), m.clients.collectors()...) {
 		r.Unregister(c)
 	}
+}
+
+// pruneMetrics are the kwal_prune_*, kwal_log_bytes and
+// kwal_retention_headroom_seconds series, per namespace. It is one
+// collector: those series come and go together with a namespace.
+type pruneMetrics struct {
+	runs           *prometheus.CounterVec // namespace, outcome
+	deletedBytes   *prometheus.CounterVec // namespace
+	deletedRecords *prometheus.CounterVec // namespace
+	lastSuccess    *prometheus.GaugeVec   // namespace
+	logBytes       *prometheus.GaugeVec   // namespace
+	headroom       *prometheus.GaugeVec   // namespace
+}
+
+// Outcomes of kwal_prune_runs_total.
+const (
+	pruneOK    = "ok"
+	pruneError = "error"
+)
+
+func newPruneMetrics() *pruneMetrics {
+	return &pruneMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_prune_runs_total", Help: "Prune calls (the background pruner's included) on a namespace, by outcome: ok (whether or not anything could go) or error (the call failed: the broker refused DeleteRecords, ErrCannotPrune, a timeout...). Dry runs (PruneWith with DryRun, kwal namespaces prune --dry-run) are not counted. Both outcomes are exported at 0 from the namespace's first use by the store.",
+		}, []string{"namespace", "outcome"}),
+		deletedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_prune_deleted_bytes_total", Help: "Log bytes Prune deleted with DeleteRecords, per namespace: estimated from the partition's size spread evenly over its offsets (PruneResult.PrunableBytes). Under PruneMode mark-only it stays at 0: the topic's retention deletes.",
+		}, []string{"namespace"}),
+		deletedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kwal_prune_deleted_records_total", Help: "Offsets (records, marks included) Prune deleted with DeleteRecords, per namespace. Under PruneMode mark-only it stays at 0: the topic's retention deletes.",
+		}, []string{"namespace"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_prune_last_success_timestamp_seconds", Help: "Unix time of the namespace's last Prune with outcome ok (dry runs not counted): a value that stops rising means pruning stopped.",
+		}, []string{"namespace"}),
+		logBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_log_bytes", Help: "Size of the namespace's partition on its leader, as of the last Prune or dry run that the broker answered with it (DescribeLogDirs).",
+		}, []string{"namespace"}),
+		headroom: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kwal_retention_headroom_seconds", Help: "How long the oldest record a region still needs has before the topic's finite retention (retention.ms, or retention.bytes at the log's growth rate) may delete it, as of the last Prune or dry run that checked it; negative: it may be gone any moment. Absent when the retention is infinite or no record is needed. Config.RetentionWarnMargin is the warning's threshold.",
+		}, []string{"namespace"}),
+	}
+}
+
+// known exports the namespace's run counters at 0 (its first use).
+func (m *pruneMetrics) known(namespace string) {
+	m.runs.WithLabelValues(namespace, pruneOK)
+	m.runs.WithLabelValues(namespace, pruneError)
+}
+
+// observe records a Prune or PruneWith call on a valid namespace. A
+// namespace that does not exist gets no series.
+func (m *pruneMetrics) observe(namespace string, dryRun bool, res PruneResult, err error) {
+	if errors.Is(err, ErrUnknownNamespace) {
+		return
+	}
+	if err == nil && res.RetentionErr == nil {
+		if res.RetentionLimit != "" {
+			m.headroom.WithLabelValues(namespace).Set(res.RetentionHeadroom.Seconds())
+		} else {
+			m.headroom.DeleteLabelValues(namespace)
+		}
+	}
+	if dryRun {
+		return
+	}
+	m.known(namespace)
+	if err != nil {
+		m.runs.WithLabelValues(namespace, pruneError).Inc()
+		return
+	}
+	m.runs.WithLabelValues(namespace, pruneOK).Inc()
+	m.lastSuccess.WithLabelValues(namespace).SetToCurrentTime()
+	if res.Deleted {
+		m.deletedBytes.WithLabelValues(namespace).Add(float64(res.PrunableBytes))
+		m.deletedRecords.WithLabelValues(namespace).Add(float64(res.FirstID - res.Before))
+	}
+}
+
+// forget deletes the namespace's series (DeleteNamespace).
+func (m *pruneMetrics) forget(namespace string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.runs, m.deletedBytes, m.deletedRecords, m.lastSuccess, m.logBytes, m.headroom} {
+		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
+	}
+}
+
+// Describe and Collect make pruneMetrics one prometheus.Collector.
+func (m *pruneMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+func (m *pruneMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func (m *pruneMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.runs, m.deletedBytes, m.deletedRecords, m.lastSuccess, m.logBytes, m.headroom}
 }

@@ -156,7 +156,7 @@ func (s *LogStore) PruneWith(ctx context.Context, namespace string, opts PruneOp
 	return res, err
 }
 
-func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (PruneResult, error) {
+func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (res PruneResult, err error) {
 	if err := s.begin("prune"); err != nil {
 		return PruneResult{}, err
 	}
@@ -164,6 +164,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	if err := s.checkNamespace(namespace); err != nil {
 		return PruneResult{}, err
 	}
+	defer func() { s.metrics.prune.observe(namespace, dryRun, res, err) }()
 	g := s.index
 	if g == nil {
 		return PruneResult{}, fmt.Errorf("kwal: prune %q: the index is off: %w", namespace, ErrCannotPrune)
@@ -191,7 +192,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (Pr
 	}
 	s.retentionRisk(ctx, &st, need, end)
 	s.warnRetention(st)
-	res := PruneResult{PruneStatus: st, Before: logstore.EntryID(start + 1)}
+	res = PruneResult{PruneStatus: st, Before: logstore.EntryID(start + 1)}
 	var pinned int64
 	if len(st.Holders) > 0 {
 		pinned = st.Holders[0].PinnedBytes
@@ -293,8 +294,9 @@ func (s *LogStore) pruneStatus(ctx context.Context, g *index.Collector, topic st
 	return st, point, need, nil
 }
 
-// logBytes returns the partition's size as its leader reports it, 0 when
-// the broker does not say (the figures are then left at 0).
+// logBytes returns the partition's size as its leader reports it, and
+// exports it as kwal_log_bytes; 0 when the broker does not say (the figures
+// are then left at 0, and the metric as it was).
 func (s *LogStore) logBytes(ctx context.Context, topic string) int64 {
 	var set kadm.TopicsSet
 	set.Add(topic, partition)
@@ -305,11 +307,15 @@ func (s *LogStore) logBytes(ctx context.Context, topic string) int64 {
 		s.log.Debug("kwal: describing log dirs", "topic", topic, "err", err)
 	}
 	var size int64
+	found := false
 	dirs.Each(func(d kadm.DescribedLogDir) {
 		if p, ok := d.Topics.Lookup(topic, partition); ok {
-			size = max(size, p.Size)
+			size, found = max(size, p.Size), true
 		}
 	})
+	if found {
+		s.metrics.prune.logBytes.WithLabelValues(topic).Set(float64(size))
+	}
 	return size
 }
 

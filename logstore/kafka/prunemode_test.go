@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -64,7 +65,8 @@ func TestPruneWhereDeleteRecordsIsRefused(t *testing.T) {
 		return resp, nil, true
 	})
 	brokers := c.ListenAddrs()
-	s := openStore(t, brokers, nil)
+	reg := prometheus.NewRegistry()
+	s := openStore(t, brokers, func(c *kafka.Config) { c.Registerer = reg })
 	ctx := context.Background()
 	m := newPruneModel(t, s, []logstore.RegionID{1, 2, 3})
 	rng := rand.New(rand.NewPCG(3, 14))
@@ -102,6 +104,11 @@ func TestPruneWhereDeleteRecordsIsRefused(t *testing.T) {
 	_, err = s.Prune(ctx, m.name)
 	require.ErrorIs(t, err, kerr.OffsetOutOfRange)
 	require.NotErrorIs(t, err, kafka.ErrDeleteRefused)
+	runs, _ := metricSum(t, reg, "kwal_prune_runs_total", "outcome", "error")
+	require.Equal(t, float64(len(refusals)+1), runs)
+	runs, found := metricSum(t, reg, "kwal_prune_runs_total", "outcome", "ok")
+	require.True(t, found, "present at zero")
+	require.Zero(t, runs)
 
 	// The retention deletes below the point the refused prunes marked
 	// (DeleteRecords as its stand-in): the mark vouches for it.
@@ -165,13 +172,14 @@ func TestPruneWhereNoBrokerServesDeleteRecords(t *testing.T) {
 func TestPruneMarkOnly(t *testing.T) {
 	t.Parallel()
 	brokers, deletes := brokersCountingDeletes(t)
+	reg := prometheus.NewRegistry()
 	dir := t.TempDir()
 	mode := func(c *kafka.Config) { c.PruneMode = kafka.PruneMarkOnly }
-	s := openStore(t, brokers, func(c *kafka.Config) { mode(c); c.IndexDir = dir })
+	s := openStore(t, brokers, func(c *kafka.Config) { mode(c); c.IndexDir = dir; c.Registerer = reg })
 	ctx := context.Background()
 	m := newPruneModel(t, s, []logstore.RegionID{1, 2, 3, 4})
 	rng := rand.New(rand.NewPCG(7, 14))
-	marked := 0
+	prunes, marked := 0, 0
 	var lastMarked logstore.EntryID
 	for round := range 8 {
 		m.appendRound(t, ctx, s, rng)
@@ -179,6 +187,7 @@ func TestPruneMarkOnly(t *testing.T) {
 		m.flushSome(t, ctx, s, rng)
 		res, err := s.PruneWith(ctx, m.name, kafka.PruneOptions{})
 		require.NoError(t, err, "round %d", round)
+		prunes++
 		require.False(t, res.Deleted)
 		require.Equal(t, logstore.EntryID(1), res.FirstID, "round %d: the log's start", round)
 		require.Equal(t, m.lowestNeeded(), res.PrunePoint, "round %d", round)
@@ -191,6 +200,7 @@ func TestPruneMarkOnly(t *testing.T) {
 		require.NoError(t, err)
 		again, err := s.PruneWith(ctx, m.name, kafka.PruneOptions{})
 		require.NoError(t, err)
+		prunes++
 		require.Equal(t, res.Marked, again.Marked, "round %d", round)
 		after, err := s.LatestEntryID(ctx, m.name)
 		require.NoError(t, err)
@@ -202,6 +212,13 @@ func TestPruneMarkOnly(t *testing.T) {
 		require.Zero(t, deletes(), "DeleteRecords was sent")
 	}
 	require.Equal(t, int64(0), logStart(t, brokers, m.name), "nothing was deleted")
+	runs, _ := metricSum(t, reg, "kwal_prune_runs_total", "outcome", "ok")
+	require.Equal(t, float64(prunes), runs)
+	deleted, _ := metricSum(t, reg, "kwal_prune_deleted_records_total", "namespace", m.name)
+	require.Zero(t, deleted)
+	last, found := metricSum(t, reg, "kwal_prune_last_success_timestamp_seconds", "namespace", m.name)
+	require.True(t, found)
+	require.Positive(t, last)
 
 	require.NoError(t, s.Close())
 	m.checkReplays(t, ctx, openStore(t, brokers, func(c *kafka.Config) { mode(c); c.IndexDir = dir }), "reopened on its index directory")
@@ -223,8 +240,8 @@ func TestPruneMarkOnly(t *testing.T) {
 // the retention leaves it (retention.ms less its age, or by
 // retention.bytes), within what the time around the call allows, flag it
 // under the margin and log one warning per call naming the namespace,
-// headroom and margin. With no retention there is no headroom and no
-// warning.
+// headroom and margin; kwal_retention_headroom_seconds carries it. With
+// no retention there is no headroom, no metric and no warning.
 func TestPruneRetentionHeadroom(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -244,10 +261,11 @@ func TestPruneRetentionHeadroom(t *testing.T) {
 			brokers := testutil.Brokers(t)
 			topic := newTopic(t)
 			createTopicWith(t, brokers, topic, map[string]*string{"retention.ms": ptr(tc.ms), "retention.bytes": ptr(tc.bytes)})
+			reg := prometheus.NewRegistry()
 			var mu sync.Mutex
 			var logs strings.Builder
 			s := openStore(t, brokers, func(c *kafka.Config) {
-				c.RetentionWarnMargin, c.Logger = tc.margin, testLogger(&mu, &logs)
+				c.Registerer, c.RetentionWarnMargin, c.Logger = reg, tc.margin, testLogger(&mu, &logs)
 			})
 			ctx := context.Background()
 			// A real broker's controller creates the topic with its
@@ -283,6 +301,8 @@ func TestPruneRetentionHeadroom(t *testing.T) {
 				if tc.limit == "" {
 					require.Zero(t, res.OldestNeededAt)
 					require.Zero(t, res.RetentionHeadroom)
+					_, found := metricSum(t, reg, "kwal_retention_headroom_seconds", "namespace", topic)
+					require.False(t, found, "no headroom metric without a retention")
 					return
 				}
 				ts := res.OldestNeededAt
@@ -297,6 +317,8 @@ func TestPruneRetentionHeadroom(t *testing.T) {
 				}
 				h := res.RetentionHeadroom
 				require.True(t, lo <= h && h <= hi, "headroom %v is not within [%v, %v]", h, lo, hi)
+				got := gauge(t, reg, "kwal_retention_headroom_seconds", topic)
+				require.True(t, lo.Seconds() <= got && got <= hi.Seconds(), "kwal_retention_headroom_seconds %v is not within [%v, %v]", got, lo.Seconds(), hi.Seconds())
 			}
 			check(kafka.PruneOptions{DryRun: true})
 			check(kafka.PruneOptions{})
@@ -325,6 +347,59 @@ func TestPruneRetentionHeadroom(t *testing.T) {
 				require.Contains(t, w, "flush the region holding the prune point back (Obsolete), or raise the topic's "+tc.limit)
 			}
 		})
+	}
+}
+
+// TestPruneMetrics protects the prune metrics a dashboard reads: from a
+// namespace's first use both run outcomes exist at 0; a Prune that deletes
+// counts one ok run, the records (offsets) and the estimated bytes it
+// deleted, and sets the last success time and the log's size; a dry run
+// counts no run; DeleteNamespace drops the series.
+func TestPruneMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	s := openStore(t, testutil.Brokers(t), func(c *kafka.Config) { c.Registerer = reg })
+	ctx := context.Background()
+	topic := newTopic(t)
+	var ids []logstore.EntryID
+	for range 6 {
+		res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: make([]byte, 512)}})
+		require.NoError(t, err)
+		ids = append(ids, res.LastEntryIDs[1])
+	}
+	for _, outcome := range []string{"ok", "error"} {
+		v, found := metricSum(t, reg, "kwal_prune_runs_total", "outcome", outcome)
+		require.True(t, found, "%s present from the first use", outcome)
+		require.Zero(t, v)
+	}
+	require.NoError(t, s.Obsolete(ctx, topic, 1, ids[3]))
+	dry, err := s.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+	require.NoError(t, err)
+	runs, _ := metricSum(t, reg, "kwal_prune_runs_total", "namespace", topic)
+	require.Zero(t, runs, "a dry run is not a run")
+	if dry.LogBytes > 0 {
+		require.Equal(t, float64(dry.LogBytes), gauge(t, reg, "kwal_log_bytes", topic))
+	}
+
+	began := time.Now()
+	res, err := s.PruneWith(ctx, topic, kafka.PruneOptions{})
+	require.NoError(t, err)
+	require.True(t, res.Deleted)
+	require.True(t, res.Marked)
+	runs, _ = metricSum(t, reg, "kwal_prune_runs_total", "outcome", "ok")
+	require.Equal(t, 1.0, runs)
+	require.Equal(t, float64(res.FirstID-res.Before), gauge(t, reg, "kwal_prune_deleted_records_total", topic))
+	require.Equal(t, float64(ids[4]-1), gauge(t, reg, "kwal_prune_deleted_records_total", topic))
+	require.Equal(t, float64(res.PrunableBytes), gauge(t, reg, "kwal_prune_deleted_bytes_total", topic))
+	if res.LogBytes > 0 {
+		require.Positive(t, res.PrunableBytes)
+	}
+	require.GreaterOrEqual(t, gauge(t, reg, "kwal_prune_last_success_timestamp_seconds", topic), float64(began.Unix()))
+
+	require.NoError(t, s.DeleteNamespace(ctx, topic))
+	for _, name := range []string{"kwal_prune_runs_total", "kwal_prune_deleted_records_total", "kwal_prune_deleted_bytes_total", "kwal_prune_last_success_timestamp_seconds", "kwal_log_bytes"} {
+		_, found := metricSum(t, reg, name, "namespace", topic)
+		require.False(t, found, "%s after DeleteNamespace", name)
 	}
 }
 

@@ -117,6 +117,7 @@ func (s *LogStore) ensureTopicOnce(ctx context.Context, topic string, create boo
 	if err := s.checkTopic(ctx, topic, created); err != nil {
 		return err
 	}
+	s.metrics.prune.known(topic)
 	if s.index != nil {
 		start, end, err := s.offsets(ctx, topic)
 		if err != nil {
