@@ -123,6 +123,9 @@ type globalFlags struct {
 	claimsTopic string
 	lease       time.Duration
 
+	pruneMode           string
+	retentionWarnMargin time.Duration
+
 	requestTimeout time.Duration
 	dialTimeout    time.Duration
 	produceTimeout time.Duration
@@ -290,6 +293,8 @@ func (a *app) rootCmd() *cobra.Command {
 	def := kafka.DefaultConfig()
 	pf.StringVar(&a.g.claimsTopic, "claims-topic", def.ClaimsTopic, "topic of the region claims that every store of the cluster shares (the claims fence replays and appends)")
 	pf.DurationVar(&a.g.lease, "lease", 0, "how long a claim waits before its claim record, for owners that fence appends by lease (Config.Lease; give it the longest lease of the cluster's stores)")
+	pf.StringVar(&a.g.pruneMode, "prune-mode", def.PruneMode, "how prune gets rid of what no region needs: delete (DeleteRecords) or mark-only (write the prune mark and leave deleting to the topic's retention, for clusters that refuse DeleteRecords; Config.PruneMode)")
+	pf.DurationVar(&a.g.retentionWarnMargin, "retention-warn-margin", def.RetentionWarnMargin, "on a topic with a finite retention, warn when the oldest entry a region still needs is closer than this to being deleted by it (Config.RetentionWarnMargin)")
 	pf.DurationVar(&a.g.requestTimeout, "request-timeout", def.RequestTimeout, "bound of admin and fetch requests, and of reaching a broker at start")
 	pf.DurationVar(&a.g.dialTimeout, "dial-timeout", def.DialTimeout, "bound of opening a connection to a broker")
 	pf.DurationVar(&a.g.produceTimeout, "produce-timeout", def.ProduceTimeout, "bound of each append call as a whole (waiting for queue room and behind its region's earlier call, the produce, the fencing check) and of each claim, release or mark write; past it the call fails, and entries already sent may still be written")
@@ -297,6 +302,7 @@ func (a *app) rootCmd() *cobra.Command {
 	const longWait = "a longer wait only hides a broker that is gone"
 	a.boundDuration(pf, "request-timeout", time.Millisecond, time.Hour, longWait)
 	a.boundDuration(pf, "lease", 0, 10*time.Minute, "a claim waits the lease; a datanode's lease is seconds")
+	a.boundDuration(pf, "retention-warn-margin", 0, 365*24*time.Hour, "a margin beyond a year warns about every finite retention")
 	a.boundDuration(pf, "dial-timeout", time.Millisecond, time.Hour, longWait)
 	a.boundDuration(pf, "produce-timeout", time.Millisecond, time.Hour, longWait)
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -136,7 +138,13 @@ region with records there must have declared them obsolete (Obsolete marks in
 the log, from any datanode). It prints what was deleted, or why nothing could
 be, and the regions holding the prune point back with the bytes each pins
 (estimated from the partition's size). With --dry-run it deletes nothing.
-Namespaces are named as arguments or with -n, as in the other commands.`,
+Namespaces are named as arguments or with -n, as in the other commands.
+
+With --prune-mode mark-only (for clusters that refuse DeleteRecords) it writes
+the prune mark only and leaves deleting to the topic's retention. On a topic
+with a finite retention it prints the headroom: how long the oldest entry a
+region still needs has before the retention deletes it, flagged AT RISK under
+--retention-warn-margin.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names := append(slices.Clone(named), args...)
@@ -152,6 +160,7 @@ Namespaces are named as arguments or with -n, as in the other commands.`,
 						return err
 					}
 					a.printPrune(res, dryRun)
+					a.printRetention(res)
 				}
 				return nil
 			})
@@ -171,9 +180,16 @@ func (a *app) printPrune(res kafka.PruneResult, dryRun bool) {
 	case res.Deleted:
 		fmt.Fprintf(w, "%s: deleted IDs %d..%d (about %s); the first entry ID available is %d\n",
 			res.Namespace, res.Before, res.FirstID-1, humanBytes(res.PrunableBytes), res.FirstID)
+	case res.Marked:
+		fmt.Fprintf(w, "%s: marked IDs %d..%d obsolete (about %s) for the topic's retention to delete (prune mode %s); the first entry ID available is %d\n",
+			res.Namespace, res.FirstID, res.PrunePoint-1, humanBytes(res.PrunableBytes), kafka.PruneMarkOnly, res.FirstID)
 	case dryRun && res.PrunePoint > res.FirstID:
-		fmt.Fprintf(w, "%s: would delete IDs %d..%d (about %s); the first entry ID available is %d\n",
-			res.Namespace, res.FirstID, res.PrunePoint-1, humanBytes(res.PrunableBytes), res.FirstID)
+		verb := "delete"
+		if a.g.pruneMode == kafka.PruneMarkOnly {
+			verb = "mark obsolete"
+		}
+		fmt.Fprintf(w, "%s: would %s IDs %d..%d (about %s); the first entry ID available is %d\n",
+			res.Namespace, verb, res.FirstID, res.PrunePoint-1, humanBytes(res.PrunableBytes), res.FirstID)
 	default:
 		fmt.Fprintf(w, "%s: nothing to delete: %s; the first entry ID available is %d\n", res.Namespace, res.Reason, res.FirstID)
 	}
@@ -197,6 +213,32 @@ func (a *app) printPrune(res kafka.PruneResult, dryRun bool) {
 		fmt.Fprintf(tw, "\t%d\t%d\t%d\t%s\t\n", h.Region, h.FirstNeeded, h.ObsoleteUpTo, humanBytes(h.PinnedBytes))
 	}
 	_ = tw.Flush()
+}
+
+// printRetention prints what the topic's retention may delete of what the
+// regions still need: the headroom of the oldest entry needed.
+func (a *app) printRetention(res kafka.PruneResult) {
+	w := a.stdout
+	r := res.Retention
+	switch {
+	case res.RetentionErr != nil:
+		fmt.Fprintf(w, "%s: retention unknown: %s\n", res.Namespace, strings.TrimPrefix(errorText(res.RetentionErr), "kwal: "))
+	case !r.Finite():
+		fmt.Fprintf(w, "%s: retention %s: no headroom to watch\n", res.Namespace, r)
+	case res.RetentionLimit == "":
+		fmt.Fprintf(w, "%s: %s: no entry is needed, nothing at risk\n", res.Namespace, r)
+	default:
+		line := fmt.Sprintf("%s: %s: headroom %s (%s) for the oldest entry needed, ID %d, written %s ago",
+			res.Namespace, r, res.RetentionHeadroom.Round(time.Second), res.RetentionLimit, res.PrunePoint, time.Since(res.OldestNeededAt).Round(time.Second))
+		if res.RetentionAtRisk {
+			region := ""
+			if len(res.Holders) > 0 {
+				region = fmt.Sprintf(" region %d", res.Holders[0].Region)
+			}
+			line += fmt.Sprintf("; AT RISK, under the margin of %s: flush%s (Obsolete) or raise %s", a.g.retentionWarnMargin, region, res.RetentionLimit)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // retentionText says what the namespace's topic lets the broker delete on

@@ -70,6 +70,8 @@ func (a *app) config() (kafka.Config, error) {
 	cfg.IndexDir = a.indexDir()
 	cfg.ClaimsTopic = a.g.claimsTopic
 	cfg.Lease = a.g.lease
+	cfg.PruneMode = a.g.pruneMode
+	cfg.RetentionWarnMargin = a.g.retentionWarnMargin
 	cfg.Logger = a.log
 	g := a.g
 	if g.tls || g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "" || g.tlsServerName != "" || g.tlsInsecure {
