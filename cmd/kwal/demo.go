@@ -50,8 +50,8 @@ const demoLong = `demo plays a datanode against kwal, restarts it, and checks it
    (no index) and both are timed (median of --replay-runs).
 4. Summary: entries and MB appended, throughput, p50/p99 append latency,
    replay times indexed vs full scan and the speedup (with what it measured;
-   on a log too small to skip any of, a line saying why there is none), the
-   index on disk, and commands to look further.
+   on a log too small for it to mean anything, a line saying why there is
+   none), the index on disk, and commands to look further.
 
 Any difference is reported (namespace, region, ID, what differs) and the
 command exits with status 2. Ctrl-C stops it within a second or two with one
