@@ -92,7 +92,7 @@ func TestDump(t *testing.T) {
 	require.Regexp(t, "corrupt record at offset [45]", r.stderr)
 	r = kwal(t, nil, append([]string{"replay", "-n", "dumped", "-r", "3", "--skip-corrupt", "--log-level", "error"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "1 entries, 50 B")
+	require.Contains(t, r.stdout, "1 entry, 50 B")
 	require.Regexp(t, `SKIPPED \(--skip-corrupt\): 1 kwal record\(s\) failing their checksum, [01] record\(s\) not kwal's, 0 offset\(s\) missing`, r.stdout, "what was skipped is said")
 	// Region 1's entries lie before the damage, but the damaged record may
 	// have been any region's (its key fails the checksum with its value):

@@ -136,7 +136,7 @@ func (a *app) runReplay(ctx context.Context, o replayOpts) error {
 		if header {
 			fmt.Fprintf(w, "%12s %10s  %s\n", "ID", "SIZE", "DATA")
 		}
-		fmt.Fprintf(w, "%d entries, %s\n", n, humanBytes(nbytes))
+		fmt.Fprintf(w, "%s, %s\n", plural(n, "entry", "entries"), humanBytes(nbytes))
 		for _, l := range []string{none, skipped} {
 			if l != "" {
 				fmt.Fprintln(w, l)
