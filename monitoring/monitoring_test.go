@@ -123,39 +123,7 @@ func exportedNames(t *testing.T) map[string]bool {
 		}
 	}
 	require.True(t, names["kwal_append_latency_seconds_bucket"], "histograms are exported with _bucket")
-	if !pruneMetricsInSource(t) {
-		t.Logf("the prune metrics are not in logstore/kafka yet: %s taken as exported", strings.Join(pruneMetrics, ", "))
-		for _, n := range pruneMetrics {
-			names[n] = true
-		}
-	}
 	return names
-}
-
-// pruneMetrics are the series of Prune's runs and of the log's size and
-// retention headroom, which the dashboard and alerts use. They are taken
-// as exported only while logstore/kafka does not define them yet
-// (pruneMetricsInSource); once it does, the store must export them.
-var pruneMetrics = []string{
-	"kwal_prune_runs_total", "kwal_prune_deleted_bytes_total", "kwal_prune_deleted_records_total",
-	"kwal_prune_last_success_timestamp_seconds", "kwal_log_bytes", "kwal_retention_headroom_seconds",
-}
-
-// pruneMetricsInSource reports whether a Go file of logstore/kafka names
-// kwal_prune_runs_total.
-func pruneMetricsInSource(t *testing.T) bool {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "logstore", "kafka", "*.go"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		if strings.Contains(string(b), `"kwal_prune_runs_total"`) {
-			return true
-		}
-	}
-	return false
 }
 
 // descName finds the name in a Desc's String, the only place it shows.

@@ -56,6 +56,7 @@ var namespaceFamilies = []string{
 	"kwal_latest_acked_entry_id", "kwal_read_entries_total", "kwal_read_bytes_total",
 	"kwal_read_fetched_bytes_total", "kwal_read_fetches_total", "kwal_prune_pinned_bytes",
 	"kwal_topic_retention_seconds", "kwal_topic_retention_bytes", "kwal_index_watermark",
+	"kwal_prune_runs_total", "kwal_prune_last_success_timestamp_seconds",
 }
 
 // TestMetricsFollowPrometheusConventions protects what dashboards and
