@@ -1,6 +1,9 @@
 package logstore
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // PrunedError reports a read that asked for entries no longer in the log.
 // It matches ErrPruned with errors.Is.
@@ -14,10 +17,10 @@ type PrunedError struct {
 
 func (e *PrunedError) Error() string {
 	if e.Requested == 0 { // ID 0 is "none": the read asked for everything
-		return fmt.Sprintf("logstore: namespace %q: entries from the log's beginning were pruned; the first ID still available is %d",
+		return fmt.Sprintf("kwal: namespace %q: entries from the log's beginning were pruned; the first ID still available is %d",
 			e.Namespace, e.FirstAvailable)
 	}
-	return fmt.Sprintf("logstore: namespace %q: entries from ID %d were pruned; the first ID still available is %d",
+	return fmt.Sprintf("kwal: namespace %q: entries from ID %d were pruned; the first ID still available is %d",
 		e.Namespace, e.Requested, e.FirstAvailable)
 }
 
@@ -35,7 +38,9 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("logstore: namespace %q: corrupt record at offset %d: %v", e.Namespace, e.Offset, e.Err)
+	// The cause is shown without a "kwal: " of its own: the text says it
+	// once, at its start.
+	return fmt.Sprintf("kwal: namespace %q: corrupt record at offset %d: %s", e.Namespace, e.Offset, strings.TrimPrefix(fmt.Sprint(e.Err), "kwal: "))
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true.
@@ -60,7 +65,7 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	return fmt.Sprintf("logstore: namespace %q: offsets [%d, %d) are missing from the log: %s", e.Namespace, e.From, e.To, e.Why)
+	return fmt.Sprintf("kwal: namespace %q: offsets [%d, %d) are missing from the log: %s", e.Namespace, e.From, e.To, e.Why)
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true.

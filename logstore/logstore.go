@@ -124,11 +124,11 @@ type LogStore interface {
 var (
 	// ErrCorrupt is matched by errors for a record of the log that could not
 	// be decoded or failed its checksum. The error names the record's offset.
-	ErrCorrupt = errors.New("logstore: corrupt record")
+	ErrCorrupt = errors.New("kwal: corrupt record")
 	// ErrPruned is matched by errors for reads of entries that were deleted
 	// by pruning or retention. The error names the first ID still available
 	// (see PrunedError).
-	ErrPruned = errors.New("logstore: entries pruned")
+	ErrPruned = errors.New("kwal: entries pruned")
 	// ErrClosed is matched by errors from calls on a closed store.
-	ErrClosed = errors.New("logstore: closed")
+	ErrClosed = errors.New("kwal: closed")
 )

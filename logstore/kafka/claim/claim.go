@@ -100,9 +100,10 @@ package claim
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Version is the event format this package writes and the newest it
@@ -156,10 +157,10 @@ type Event struct {
 
 // ErrMalformed reports an event that does not decode or whose fields
 // contradict each other.
-var ErrMalformed = errors.New("claim: malformed event")
+var ErrMalformed = errors.New("kwal: claim: malformed event")
 
 // ErrNewerFormat reports an event of a format newer than Version.
-var ErrNewerFormat = errors.New("claim: event of a newer format")
+var ErrNewerFormat = errors.New("kwal: claim: event of a newer format")
 
 // Key is the claims topic's record key of a region's events.
 func Key(namespace string, region uint64) []byte {
@@ -203,32 +204,32 @@ func Encode(ev Event) []byte {
 func Decode(key, value []byte) (Event, error) {
 	var ev Event
 	if err := json.Unmarshal(value, &ev); err != nil {
-		return Event{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return Event{}, kwalerr.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if ev.V > Version {
-		return Event{}, fmt.Errorf("%w: version %d (this kwal reads up to %d)", ErrNewerFormat, ev.V, Version)
+		return Event{}, kwalerr.Errorf("%w: version %d (this kwal reads up to %d)", ErrNewerFormat, ev.V, Version)
 	}
 	if ev.V == 0 {
 		ev.V = Version
 	}
 	switch {
 	case string(key) != string(Key(ev.Namespace, ev.Region)) || ev.Namespace == "":
-		return Event{}, fmt.Errorf("%w: key %q for namespace %q region %d", ErrMalformed, key, ev.Namespace, ev.Region)
+		return Event{}, kwalerr.Errorf("%w: key %q for namespace %q region %d", ErrMalformed, key, ev.Namespace, ev.Region)
 	case ev.Op == OpSkip:
 		if ev.Skip < 0 {
-			return Event{}, fmt.Errorf("%w: skip of offset %d", ErrMalformed, ev.Skip)
+			return Event{}, kwalerr.Errorf("%w: skip of offset %d", ErrMalformed, ev.Skip)
 		}
 		return ev, nil
 	case ev.Op != OpPending && ev.Op != OpCommit && ev.Op != OpRelease:
-		return Event{}, fmt.Errorf("%w: op %q", ErrMalformed, ev.Op)
+		return Event{}, kwalerr.Errorf("%w: op %q", ErrMalformed, ev.Op)
 	case ev.Epoch == 0:
-		return Event{}, fmt.Errorf("%w: epoch 0", ErrMalformed)
+		return Event{}, kwalerr.Errorf("%w: epoch 0", ErrMalformed)
 	case ev.TopicID == "" || ev.Token == "":
-		return Event{}, fmt.Errorf("%w: %s without topic ID or token", ErrMalformed, ev.Op)
+		return Event{}, kwalerr.Errorf("%w: %s without topic ID or token", ErrMalformed, ev.Op)
 	case ev.Op == OpCommit && ev.At < 0:
-		return Event{}, fmt.Errorf("%w: commit at offset %d", ErrMalformed, ev.At)
+		return Event{}, kwalerr.Errorf("%w: commit at offset %d", ErrMalformed, ev.At)
 	case ev.LeaseMS < 0:
-		return Event{}, fmt.Errorf("%w: lease of %d ms", ErrMalformed, ev.LeaseMS)
+		return Event{}, kwalerr.Errorf("%w: lease of %d ms", ErrMalformed, ev.LeaseMS)
 	}
 	return ev, nil
 }

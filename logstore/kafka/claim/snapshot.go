@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"slices"
 	"strings"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // A snapshot is the fold of the claims topic below Next, so that a store
@@ -31,7 +32,7 @@ const snapshotMagic = "kwal-claims"
 const snapshotFormat = 1
 
 // ErrBadSnapshot reports a snapshot that does not decode.
-var ErrBadSnapshot = errors.New("claim: bad snapshot")
+var ErrBadSnapshot = errors.New("kwal: claim: bad snapshot")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -143,7 +144,7 @@ type snapshotReader struct {
 
 func (r *snapshotReader) fail(field string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s at byte %d", ErrBadSnapshot, field, r.off)
+		r.err = kwalerr.Errorf("%w: %s at byte %d", ErrBadSnapshot, field, r.off)
 	}
 }
 
@@ -199,14 +200,14 @@ func (r *snapshotReader) str(field string) string {
 func (s *State) UnmarshalBinary(data []byte) error {
 	h := len(snapshotMagic) + 5
 	if len(data) < h || string(data[:len(snapshotMagic)]) != snapshotMagic {
-		return fmt.Errorf("%w: not a claims snapshot", ErrBadSnapshot)
+		return kwalerr.Errorf("%w: not a claims snapshot", ErrBadSnapshot)
 	}
 	if f := data[len(snapshotMagic)]; f != snapshotFormat {
-		return fmt.Errorf("%w: format %d (this kwal reads %d)", ErrBadSnapshot, f, snapshotFormat)
+		return kwalerr.Errorf("%w: format %d (this kwal reads %d)", ErrBadSnapshot, f, snapshotFormat)
 	}
 	body := data[h:]
 	if want, got := binary.BigEndian.Uint32(data[h-4:h]), crc32.Checksum(body, castagnoli); want != got {
-		return fmt.Errorf("%w: checksum %08x, the body's is %08x", ErrBadSnapshot, want, got)
+		return kwalerr.Errorf("%w: checksum %08x, the body's is %08x", ErrBadSnapshot, want, got)
 	}
 	r := &snapshotReader{b: body}
 	next := r.uv("next")

@@ -3,10 +3,11 @@ package claim
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Committed is one complete claim.
@@ -90,11 +91,11 @@ type Unreadable struct {
 
 // ErrUnreadable is matched by the error of a use of a region whose
 // fencing cannot be decided (State.Unreadable).
-var ErrUnreadable = errors.New("claim: the region has an unreadable event")
+var ErrUnreadable = errors.New("kwal: claim: the region has an unreadable event")
 
 // Error describes the region's first unreadable record.
 func (u Unreadable) Error(k RegionKey) error {
-	return fmt.Errorf("%w: %q region %d: the claims topic's record at offset %d: %s (repair: kwal regions repair -n %s --region %d --skip %d)",
+	return kwalerr.Errorf("%w: %q region %d: the claims topic's record at offset %d: %s (repair: kwal regions repair -n %s --region %d --skip %d)",
 		ErrUnreadable, k.Namespace, k.Region, u.Offset, u.Err, k.Namespace, k.Region, u.Offset)
 }
 
@@ -145,14 +146,14 @@ func (s *State) Fold(offset int64, key, value []byte) (Kind, error) {
 	s.Next = offset + 1
 	ns, region, ok := ParseKey(key)
 	if !ok {
-		return Foreign, fmt.Errorf("the record at offset %d has key %.64q, which names no region: skipped", offset, key)
+		return Foreign, kwalerr.Errorf("the record at offset %d has key %.64q, which names no region: skipped", offset, key)
 	}
 	ev, err := Decode(key, value)
 	if err != nil {
 		k := RegionKey{ns, region}
-		s.unreadable[k] = append(s.unreadable[k], Unreadable{Offset: offset, Err: err.Error()})
+		s.unreadable[k] = append(s.unreadable[k], Unreadable{Offset: offset, Err: kwalerr.Bare(err)})
 		s.dirtyKeys = true
-		return Bad, fmt.Errorf("the record at offset %d of %q region %d: %w", offset, ns, region, err)
+		return Bad, kwalerr.Errorf("the record at offset %d of %q region %d: %w", offset, ns, region, err)
 	}
 	s.Apply(offset, ev)
 	return Folded, nil

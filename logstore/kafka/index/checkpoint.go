@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Compaction policy: a topic's deltas are folded into a new base once they
@@ -204,7 +206,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 		t.needBase = t.needBase || hadNeedBase
 		t.deletedDirty = t.deletedDirty || (hadDeletedDirty && t.deleted != nil)
 		t.mu.Unlock()
-		return 0, fmt.Errorf("index: topic %q: writing checkpoint %s: %w", t.name, name, err)
+		return 0, kwalerr.Errorf("index: topic %q: writing checkpoint %s: %w", t.name, name, err)
 	}
 	t.m.checkpointBytes.WithLabelValues(kind.String()).Add(float64(len(data)))
 	t.m.checkpointFiles.WithLabelValues(kind.String()).Inc()
@@ -236,7 +238,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 	}
 	ps.files = keep
 	if len(errs) > 0 {
-		t.log.Warn("index: deleting old checkpoint files", "err", errors.Join(errs...))
+		t.log.Warn("index: deleting old checkpoint files", "err", kwalerr.Join(errs...))
 	}
 	return int64(len(data)), nil
 }
@@ -247,7 +249,7 @@ func (t *topic) checkpoint(ctx context.Context, st Store) (int64, error) {
 func (t *topic) listFilesLocked(ctx context.Context, st Store) error {
 	names, err := st.List(ctx, topicPrefix(t.name))
 	if err != nil {
-		return fmt.Errorf("index: topic %q: listing checkpoint files: %w", t.name, err)
+		return kwalerr.Errorf("index: topic %q: listing checkpoint files: %w", t.name, err)
 	}
 	ps := &t.persist
 	for _, n := range names {
@@ -371,7 +373,7 @@ func (t *topic) load(ctx context.Context, st Store, files []storedFile) []loadFa
 		}
 		dec, err := decodeFile(data)
 		if err == nil && (dec.Topic != t.name || dec.Seq != f.seq || dec.Kind != f.kind) {
-			err = fmt.Errorf("%w: file holds topic %q seq %d kind %v", ErrCorrupt, dec.Topic, dec.Seq, dec.Kind)
+			err = kwalerr.Errorf("%w: file holds topic %q seq %d kind %v", ErrCorrupt, dec.Topic, dec.Seq, dec.Kind)
 		}
 		if err != nil {
 			fail(f, loadFailureReason(err), err)
@@ -399,13 +401,13 @@ func (t *topic) load(ctx context.Context, st Store, files []storedFile) []loadFa
 				break // an older base's chain ends where the next base begins
 			}
 			if df.seq != next {
-				fail(df, reasonMissing, fmt.Errorf("expected delta %d of base %d", next, bf.seq))
+				fail(df, reasonMissing, kwalerr.Errorf("expected delta %d of base %d", next, bf.seq))
 				clean = false
 				break
 			}
 			d, n, ok := read(df)
 			if ok && (d.BaseSeq != bf.seq || d.Low != t.w) {
-				fail(df, reasonCorrupt, fmt.Errorf("%w: delta of base %d from %d does not continue base %d at %d",
+				fail(df, reasonCorrupt, kwalerr.Errorf("%w: delta of base %d from %d does not continue base %d at %d",
 					ErrCorrupt, d.BaseSeq, d.Low, bf.seq, t.w))
 				ok = false
 			}
@@ -489,5 +491,5 @@ func (g *Collector) checkpointAll(ctx context.Context) (int64, error) {
 		}
 	}
 	g.m.checkpointDuration.Observe(time.Since(began).Seconds())
-	return total, errors.Join(errs...)
+	return total, kwalerr.Join(errs...)
 }

@@ -2,8 +2,6 @@ package index
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Collector is the index of every topic of one node: it collects the runs
@@ -72,7 +72,7 @@ func Open(ctx context.Context, opts Options) (*Collector, error) {
 		g.load(ctx)
 		if err := ctx.Err(); err != nil {
 			m.release()
-			return nil, fmt.Errorf("index: loading from the store: %w", err)
+			return nil, kwalerr.Errorf("index: loading from the store: %w", err)
 		}
 	}
 	if opts.CheckpointInterval > 0 && opts.Store != nil && !opts.ReadOnly {
@@ -301,7 +301,7 @@ func (g *Collector) Drop(ctx context.Context, topic string) error {
 func deleteTopicFiles(ctx context.Context, st Store, topic string) error {
 	names, err := st.List(ctx, topicPrefix(topic))
 	if err != nil {
-		return fmt.Errorf("index: dropping topic %q: %w", topic, err)
+		return kwalerr.Errorf("index: dropping topic %q: %w", topic, err)
 	}
 	var errs []error
 	for _, n := range names {
@@ -309,10 +309,10 @@ func deleteTopicFiles(ctx context.Context, st Store, topic string) error {
 			continue
 		}
 		if err := st.Delete(ctx, n); err != nil {
-			errs = append(errs, fmt.Errorf("index: dropping topic %q: %w", topic, err))
+			errs = append(errs, kwalerr.Errorf("index: dropping topic %q: %w", topic, err))
 		}
 	}
-	return errors.Join(errs...)
+	return kwalerr.Join(errs...)
 }
 
 // Checkpoint persists every topic changed since its last checkpoint, one

@@ -3,12 +3,13 @@ package index
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // tempPrefix begins the names of dirStore's temporary files. Names given to
@@ -54,16 +55,16 @@ func newDirStore(dir string) (*dirStore, error) {
 
 func newDirStoreOn(fsys fileSystem, dir string) (*dirStore, error) {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("index: creating store directory: %w", err)
+		return nil, kwalerr.Errorf("index: creating store directory: %w", err)
 	}
 	ents, err := fsys.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("index: reading store directory: %w", err)
+		return nil, kwalerr.Errorf("index: reading store directory: %w", err)
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), tempPrefix) {
 			if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("index: removing a stale temporary file: %w", err)
+				return nil, kwalerr.Errorf("index: removing a stale temporary file: %w", err)
 			}
 		}
 	}
@@ -72,7 +73,7 @@ func newDirStoreOn(fsys fileSystem, dir string) (*dirStore, error) {
 
 func checkName(name string) error {
 	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) || strings.ContainsRune(name, 0) {
-		return fmt.Errorf("index: invalid blob name %q", name)
+		return kwalerr.Errorf("index: invalid blob name %q", name)
 	}
 	return nil
 }
@@ -87,10 +88,10 @@ func (d *dirStore) Get(ctx context.Context, name string) ([]byte, error) {
 	}
 	data, err := d.fs.ReadFile(filepath.Join(d.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s: %w", ErrNotExist, name, err)
+		return nil, kwalerr.Errorf("%w: %s: %w", ErrNotExist, name, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("index: reading %s: %w", name, err)
+		return nil, kwalerr.Errorf("index: reading %s: %w", name, err)
 	}
 	return data, nil
 }
@@ -101,14 +102,14 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 		return err
 	}
 	if d.readOnly {
-		return fmt.Errorf("index: writing %s: %w", name, ErrReadOnly)
+		return kwalerr.Errorf("index: writing %s: %w", name, ErrReadOnly)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	f, err := d.fs.CreateTemp(d.dir, tempPrefix+name+"-*")
 	if err != nil {
-		return fmt.Errorf("index: writing %s: %w", name, err)
+		return kwalerr.Errorf("index: writing %s: %w", name, err)
 	}
 	tmp := f.Name()
 	keep := false // the temporary file was renamed, or a simulated crash leaves it
@@ -119,14 +120,14 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 	}()
 	if _, err := f.Write(data); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("index: writing %s: %w", name, err)
+		return kwalerr.Errorf("index: writing %s: %w", name, err)
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("index: syncing %s: %w", name, err)
+		return kwalerr.Errorf("index: syncing %s: %w", name, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("index: closing %s: %w", name, err)
+		return kwalerr.Errorf("index: closing %s: %w", name, err)
 	}
 	if hook := d.beforeRenameForTesting; hook != nil {
 		if err := hook(tmp); err != nil {
@@ -135,7 +136,7 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 		}
 	}
 	if err := d.fs.Rename(tmp, filepath.Join(d.dir, name)); err != nil {
-		return fmt.Errorf("index: renaming %s: %w", name, err)
+		return kwalerr.Errorf("index: renaming %s: %w", name, err)
 	}
 	keep = true
 	return d.syncDir()
@@ -144,11 +145,11 @@ func (d *dirStore) Put(ctx context.Context, name string, data []byte) (err error
 func (d *dirStore) syncDir() error {
 	df, err := d.fs.Open(d.dir)
 	if err != nil {
-		return fmt.Errorf("index: opening store directory: %w", err)
+		return kwalerr.Errorf("index: opening store directory: %w", err)
 	}
 	defer df.Close()
 	if err := df.Sync(); err != nil {
-		return fmt.Errorf("index: syncing store directory: %w", err)
+		return kwalerr.Errorf("index: syncing store directory: %w", err)
 	}
 	return nil
 }
@@ -163,7 +164,7 @@ func (d *dirStore) List(ctx context.Context, prefix string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("index: listing store directory: %w", err)
+		return nil, kwalerr.Errorf("index: listing store directory: %w", err)
 	}
 	var names []string
 	for _, e := range ents {
@@ -182,14 +183,14 @@ func (d *dirStore) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	if d.readOnly {
-		return fmt.Errorf("index: deleting %s: %w", name, ErrReadOnly)
+		return kwalerr.Errorf("index: deleting %s: %w", name, ErrReadOnly)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	err := d.fs.Remove(filepath.Join(d.dir, name))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("index: deleting %s: %w", name, err)
+		return kwalerr.Errorf("index: deleting %s: %w", name, err)
 	}
 	if err == nil {
 		return d.syncDir()

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Checkpoint file format, version 2.
@@ -199,38 +201,38 @@ func appendBody(dst []byte, f *checkpointFile) []byte {
 func decodeFile(data []byte) (*checkpointFile, error) {
 	if len(data) < headerLen {
 		if n := min(len(data), len(fileMagic)); string(data[:n]) != fileMagic[:n] {
-			return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
+			return nil, kwalerr.Errorf("%w: bad magic", ErrCorrupt)
 		}
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrTruncated, len(data), headerLen)
+		return nil, kwalerr.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrTruncated, len(data), headerLen)
 	}
 	if string(data[:4]) != fileMagic {
-		return nil, fmt.Errorf("%w: bad magic %q", ErrCorrupt, data[:4])
+		return nil, kwalerr.Errorf("%w: bad magic %q", ErrCorrupt, data[:4])
 	}
 	switch v := data[4]; {
 	case v == 0:
-		return nil, fmt.Errorf("%w: version 0", ErrCorrupt)
+		return nil, kwalerr.Errorf("%w: version 0", ErrCorrupt)
 	case v > formatVersion:
-		return nil, fmt.Errorf("%w: version %d, this build reads up to %d", ErrVersion, v, formatVersion)
+		return nil, kwalerr.Errorf("%w: version %d, this build reads up to %d", ErrVersion, v, formatVersion)
 	}
 	bodyLen := int64(binary.LittleEndian.Uint32(data[8:]))
 	switch have := int64(len(data) - headerLen); {
 	case have < bodyLen:
-		return nil, fmt.Errorf("%w: body has %d of %d bytes", ErrTruncated, have, bodyLen)
+		return nil, kwalerr.Errorf("%w: body has %d of %d bytes", ErrTruncated, have, bodyLen)
 	case have > bodyLen:
-		return nil, fmt.Errorf("%w: %d bytes after the %d-byte body", ErrCorrupt, have-bodyLen, bodyLen)
+		return nil, kwalerr.Errorf("%w: %d bytes after the %d-byte body", ErrCorrupt, have-bodyLen, bodyLen)
 	}
 	body := data[headerLen:]
 	crc := crc32.Update(0, crcTable, data[:12])
 	crc = crc32.Update(crc, crcTable, body)
 	if want := binary.LittleEndian.Uint32(data[12:]); crc != want {
-		return nil, fmt.Errorf("%w: CRC-32C %08x, header says %08x", ErrCorrupt, crc, want)
+		return nil, kwalerr.Errorf("%w: CRC-32C %08x, header says %08x", ErrCorrupt, crc, want)
 	}
 	if data[6] != 0 || data[7] != 0 {
-		return nil, fmt.Errorf("%w: unknown flags %02x%02x", ErrCorrupt, data[7], data[6])
+		return nil, kwalerr.Errorf("%w: unknown flags %02x%02x", ErrCorrupt, data[7], data[6])
 	}
 	kind := fileKind(data[5])
 	if kind != kindBase && kind != kindDelta {
-		return nil, fmt.Errorf("%w: unknown file kind %d", ErrCorrupt, data[5])
+		return nil, kwalerr.Errorf("%w: unknown file kind %d", ErrCorrupt, data[5])
 	}
 	return decodeBody(data[4], kind, body)
 }
@@ -247,7 +249,7 @@ func (r *bodyReader) uv(what string) uint64 {
 	}
 	v, n, err := readUvarint(r.b)
 	if err != nil {
-		r.err = fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
+		r.err = kwalerr.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -266,7 +268,7 @@ func (r *bodyReader) offset(what string) int64 {
 
 func (r *bodyReader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+		r.err = kwalerr.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 	}
 }
 
@@ -293,18 +295,18 @@ func decodeBody(version byte, kind fileKind, body []byte) (*checkpointFile, erro
 		return nil, r.err
 	}
 	if f.Low > math.MaxInt64-width {
-		return nil, fmt.Errorf("%w: W overflows", ErrCorrupt)
+		return nil, kwalerr.Errorf("%w: W overflows", ErrCorrupt)
 	}
 	f.W = f.Low + width
 	switch {
 	case f.C > f.W:
-		return nil, fmt.Errorf("%w: C %d above W %d", ErrCorrupt, f.C, f.W)
+		return nil, kwalerr.Errorf("%w: C %d above W %d", ErrCorrupt, f.C, f.W)
 	case kind == kindBase && f.BaseSeq != f.Seq:
-		return nil, fmt.Errorf("%w: base with base seq %d != seq %d", ErrCorrupt, f.BaseSeq, f.Seq)
+		return nil, kwalerr.Errorf("%w: base with base seq %d != seq %d", ErrCorrupt, f.BaseSeq, f.Seq)
 	case kind == kindBase && f.Low != f.C:
-		return nil, fmt.Errorf("%w: base with low %d != C %d", ErrCorrupt, f.Low, f.C)
+		return nil, kwalerr.Errorf("%w: base with low %d != C %d", ErrCorrupt, f.Low, f.C)
 	case kind == kindDelta && f.BaseSeq >= f.Seq:
-		return nil, fmt.Errorf("%w: delta with base seq %d >= seq %d", ErrCorrupt, f.BaseSeq, f.Seq)
+		return nil, kwalerr.Errorf("%w: delta with base seq %d >= seq %d", ErrCorrupt, f.BaseSeq, f.Seq)
 	}
 	lb := max(f.Low, f.C)
 	nRegions := r.uv("region count")
@@ -356,7 +358,7 @@ func decodeBody(version byte, kind fileKind, body []byte) (*checkpointFile, erro
 			}
 			room := uint64(f.W - prev)
 			if gap > room || count > room-gap {
-				return nil, fmt.Errorf("%w: region %d run %d beyond W %d", ErrCorrupt, id, j, f.W)
+				return nil, kwalerr.Errorf("%w: region %d run %d beyond W %d", ErrCorrupt, id, j, f.W)
 			}
 			s := prev + int64(gap)
 			e := s + int64(count)
@@ -371,7 +373,7 @@ func decodeBody(version byte, kind fileKind, body []byte) (*checkpointFile, erro
 		}
 	}
 	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last section", ErrCorrupt, len(r.b))
+		return nil, kwalerr.Errorf("%w: %d bytes after the last section", ErrCorrupt, len(r.b))
 	}
 	return f, nil
 }

@@ -2,10 +2,11 @@ package index
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // metrics are the kwal_index_* metrics of a Collector. Collectors on one
@@ -147,10 +148,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err := reg.Register(m); err != nil {
 		are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
 		if !ok {
-			return nil, fmt.Errorf("index: registering metrics: %w", err)
+			return nil, kwalerr.Errorf("index: registering metrics: %w", err)
 		}
 		if m, ok = are.ExistingCollector.(*metrics); !ok {
-			return nil, fmt.Errorf("index: registering metrics: another collector holds the kwal_index_* metrics: %w", err)
+			return nil, kwalerr.Errorf("index: registering metrics: another collector holds the kwal_index_* metrics: %w", err)
 		}
 	}
 	m.reg = reg

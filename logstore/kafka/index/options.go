@@ -1,11 +1,12 @@
 package index
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // DefaultMergeGap is the MergeGap used when Options.MergeGap is 0: two of a
@@ -55,7 +56,7 @@ type Options struct {
 // naming the first invalid field.
 func (o Options) withDefaults() (Options, error) {
 	if o.CheckpointInterval < 0 {
-		return o, fmt.Errorf("index: Options.CheckpointInterval %v is negative", o.CheckpointInterval)
+		return o, kwalerr.Errorf("index: Options.CheckpointInterval %v is negative", o.CheckpointInterval)
 	}
 	switch {
 	case o.MergeGap == 0:

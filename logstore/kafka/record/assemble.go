@@ -3,6 +3,8 @@ package record
 import (
 	"fmt"
 	"sort"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // DropReason says why the assembler discarded a record.
@@ -124,7 +126,7 @@ func NewAssembler() *Assembler {
 func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	var st Step
 	if p.Kind == KindMark || p.Kind == KindClaim {
-		return st, fmt.Errorf("%w: a %s at offset %d is not an entry part", ErrMalformed, p.Kind, offset)
+		return st, kwalerr.Errorf("%w: a %s at offset %d is not an entry part", ErrMalformed, p.Kind, offset)
 	}
 	w := Writer{p.Region, p.Epoch}
 	pe := a.open[w]
@@ -197,11 +199,11 @@ func (a *Assembler) Add(offset int64, p Part) (Step, error) {
 	a.openBytes -= int64(len(pe.data))
 	a.last[w] = done{size: p.Size, crc: p.EntryCRC, lastSeq: p.Seq, split: true}
 	if uint64(pe.n) != uint64(pe.hdr.Size) {
-		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
+		return st, kwalerr.Errorf("%w: entry of region %d at offsets %d..%d has %d bytes, its header says %d",
 			ErrMalformed, p.Region, pe.first, offset, pe.n, pe.hdr.Size)
 	}
 	if c := pe.crc; c != pe.hdr.EntryCRC {
-		return st, fmt.Errorf("%w: entry of region %d at offsets %d..%d: CRC %08x, computed %08x",
+		return st, kwalerr.Errorf("%w: entry of region %d at offsets %d..%d: CRC %08x, computed %08x",
 			ErrChecksum, p.Region, pe.first, offset, pe.hdr.EntryCRC, c)
 	}
 	st.Entry = Assembled{Region: p.Region, Epoch: pe.hdr.Epoch, First: pe.first, Last: offset, Data: pe.data, Spilled: pe.spilled, Size: pe.hdr.Size, CRC: pe.hdr.EntryCRC}

@@ -3,8 +3,9 @@ package record
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // KindMark is a record that holds no entry but a statement about the log
@@ -136,14 +137,14 @@ func markVarint(b []byte) (uint64, int, error) {
 func DecodeMark(b []byte) (Mark, error) {
 	var m Mark
 	bad := func(field string, err error) (Mark, error) {
-		return Mark{}, fmt.Errorf("%w: mark %s: %v", ErrMalformed, field, err)
+		return Mark{}, kwalerr.Errorf("%w: mark %s: %v", ErrMalformed, field, err)
 	}
 	if len(b) == 0 {
 		return bad("flags", errors.New("empty payload"))
 	}
 	flags := b[0]
 	if flags&^(markFlagPrune|markFlagEpochs) != 0 {
-		return bad("flags", fmt.Errorf("unknown bits %#x", flags))
+		return bad("flags", kwalerr.Errorf("unknown bits %#x", flags))
 	}
 	m.Prune = flags&markFlagPrune != 0
 	epochs := flags&markFlagEpochs != 0
@@ -159,14 +160,14 @@ func DecodeMark(b []byte) (Mark, error) {
 	from, point, count := vals[0], vals[1], vals[2]
 	switch {
 	case from > math.MaxInt64 || point > math.MaxInt64:
-		return bad("point", fmt.Errorf("from %d or point %d exceeds the offset range", from, point))
+		return bad("point", kwalerr.Errorf("from %d or point %d exceeds the offset range", from, point))
 	case m.Prune && from > point:
-		return bad("point", fmt.Errorf("from %d above point %d", from, point))
+		return bad("point", kwalerr.Errorf("from %d above point %d", from, point))
 	case !m.Prune && (from != 0 || point != 0):
-		return bad("point", fmt.Errorf("an obsolete mark with from %d, point %d", from, point))
+		return bad("point", kwalerr.Errorf("an obsolete mark with from %d, point %d", from, point))
 	case count > maxMarkRegions || count > uint64(len(b))/2:
 		// Each region takes at least two bytes.
-		return bad("count", fmt.Errorf("%d regions in %d bytes", count, len(b)))
+		return bad("count", kwalerr.Errorf("%d regions in %d bytes", count, len(b)))
 	}
 	m.From, m.Point = int64(from), int64(point)
 	if count > 0 {
@@ -182,7 +183,7 @@ func DecodeMark(b []byte) (Mark, error) {
 		id := d
 		if i > 0 {
 			if d > math.MaxUint64-prev-1 {
-				return bad("region", fmt.Errorf("region %d: id overflows", i))
+				return bad("region", kwalerr.Errorf("region %d: id overflows", i))
 			}
 			id = prev + 1 + d
 		}
@@ -192,7 +193,7 @@ func DecodeMark(b []byte) (Mark, error) {
 		}
 		b = b[n:]
 		if before == 0 || before > math.MaxInt64 {
-			return bad("before", fmt.Errorf("region %d: obsolete point %d", id, before))
+			return bad("before", kwalerr.Errorf("region %d: obsolete point %d", id, before))
 		}
 		var epoch uint64
 		if epochs {
@@ -205,7 +206,7 @@ func DecodeMark(b []byte) (Mark, error) {
 		prev = id
 	}
 	if len(b) > 0 {
-		return bad("payload", fmt.Errorf("%d bytes after the table", len(b)))
+		return bad("payload", kwalerr.Errorf("%d bytes after the table", len(b)))
 	}
 	if epochs && !m.hasEpochs() {
 		// The writer sets the flag only for an epoch other than 0: this

@@ -69,6 +69,8 @@ import (
 	"hash/crc32"
 	"math"
 	"unsafe"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Version is the newest record format version this package writes and
@@ -127,16 +129,16 @@ func (k Kind) String() string {
 var (
 	// ErrNotKwal reports a record that kwal did not write: no key, a short
 	// key, or no magic.
-	ErrNotKwal = errors.New("record: not a kwal record")
+	ErrNotKwal = errors.New("kwal: record: not a kwal record")
 	// ErrVersion reports a kwal record of a newer format version.
-	ErrVersion = errors.New("record: unsupported format version")
+	ErrVersion = errors.New("kwal: record: unsupported format version")
 	// ErrChecksum reports a kwal record whose record CRC does not match.
-	ErrChecksum = errors.New("record: checksum mismatch")
+	ErrChecksum = errors.New("kwal: record: checksum mismatch")
 	// ErrMalformed reports a kwal record whose header fields contradict
 	// each other.
-	ErrMalformed = errors.New("record: malformed header")
+	ErrMalformed = errors.New("kwal: record: malformed header")
 	// ErrTooLarge reports an entry larger than MaxEntrySize.
-	ErrTooLarge = errors.New("record: entry too large")
+	ErrTooLarge = errors.New("kwal: record: entry too large")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -240,10 +242,10 @@ func MaxPartSize(maxBatchBytes int) int { return maxBatchBytes - Overhead }
 // change until the parts are written. An empty entry is one whole part.
 func Split(region uint64, data []byte, maxBatchBytes int) ([]Part, error) {
 	if maxBatchBytes < MinBatchBytes {
-		return nil, fmt.Errorf("record: batch limit %d is below the minimum %d", maxBatchBytes, MinBatchBytes)
+		return nil, kwalerr.Errorf("record: batch limit %d is below the minimum %d", maxBatchBytes, MinBatchBytes)
 	}
 	if uint64(len(data)) > MaxEntrySize {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), uint64(MaxEntrySize))
+		return nil, kwalerr.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), uint64(MaxEntrySize))
 	}
 	max := MaxPartSize(maxBatchBytes)
 	if len(data) <= max {
@@ -293,9 +295,9 @@ func Decode(key, value []byte) (Part, error) {
 		// As documented: a key shorter than a kwal key is not kwal's, even
 		// if it happens to start with the magic.
 		if IsKwal(key) {
-			return Part{}, fmt.Errorf("%w: key of %d bytes has the magic but is shorter than %d", ErrNotKwal, len(key), KeySize)
+			return Part{}, kwalerr.Errorf("%w: key of %d bytes has the magic but is shorter than %d", ErrNotKwal, len(key), KeySize)
 		}
-		return Part{}, fmt.Errorf("%w: key of %d bytes", ErrNotKwal, len(key))
+		return Part{}, kwalerr.Errorf("%w: key of %d bytes", ErrNotKwal, len(key))
 	}
 	size, f := KeySize, key[12:]
 	var epoch uint64
@@ -307,18 +309,18 @@ func Decode(key, value []byte) (Part, error) {
 			epoch = binary.BigEndian.Uint64(key[12:20])
 		}
 	default:
-		return Part{}, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrVersion, key[2], Version)
+		return Part{}, kwalerr.Errorf("%w: version %d, this build reads 1 to %d", ErrVersion, key[2], Version)
 	}
 	if len(key) != size {
-		return Part{}, fmt.Errorf("%w: key of %d bytes, version %d keys are %d", ErrMalformed, len(key), key[2], size)
+		return Part{}, kwalerr.Errorf("%w: key of %d bytes, version %d keys are %d", ErrMalformed, len(key), key[2], size)
 	}
 	want := binary.BigEndian.Uint32(f[12:16])
 	c := sum(value)
 	if got := recordCRC(key, c.crc, len(value)); got != want {
-		return Part{}, fmt.Errorf("%w: record CRC %08x, computed %08x", ErrChecksum, want, got)
+		return Part{}, kwalerr.Errorf("%w: record CRC %08x, computed %08x", ErrChecksum, want, got)
 	}
 	if key[2] == 2 && epoch == 0 {
-		return Part{}, fmt.Errorf("%w: version 2 key with epoch 0", ErrMalformed)
+		return Part{}, kwalerr.Errorf("%w: version 2 key with epoch 0", ErrMalformed)
 	}
 	p := Part{
 		Header: Header{
@@ -344,51 +346,51 @@ func (p *Part) check() error {
 	switch p.Kind {
 	case KindWhole:
 		if p.Seq != 0 {
-			return fmt.Errorf("%w: whole record with seq %d", ErrMalformed, p.Seq)
+			return kwalerr.Errorf("%w: whole record with seq %d", ErrMalformed, p.Seq)
 		}
 		if uint64(len(p.Data)) != uint64(p.Size) {
-			return fmt.Errorf("%w: whole record of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
+			return kwalerr.Errorf("%w: whole record of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
 		if p.dataCRC() != p.EntryCRC {
-			return fmt.Errorf("%w: whole record data does not match its entry CRC %08x", ErrChecksum, p.EntryCRC)
+			return kwalerr.Errorf("%w: whole record data does not match its entry CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 	case KindFirst:
 		if p.Seq != 0 {
-			return fmt.Errorf("%w: first part with seq %d", ErrMalformed, p.Seq)
+			return kwalerr.Errorf("%w: first part with seq %d", ErrMalformed, p.Seq)
 		}
 		fallthrough
 	case KindMiddle, KindLast:
 		if p.Kind != KindFirst && p.Seq == 0 {
-			return fmt.Errorf("%w: %s part with seq 0", ErrMalformed, p.Kind)
+			return kwalerr.Errorf("%w: %s part with seq 0", ErrMalformed, p.Kind)
 		}
 		if uint64(len(p.Data)) > uint64(p.Size) {
-			return fmt.Errorf("%w: %s part of %d bytes exceeds its entry size %d", ErrMalformed, p.Kind, len(p.Data), p.Size)
+			return kwalerr.Errorf("%w: %s part of %d bytes exceeds its entry size %d", ErrMalformed, p.Kind, len(p.Data), p.Size)
 		}
 	case KindClaim:
 		if p.Seq != 0 || p.Epoch == 0 {
-			return fmt.Errorf("%w: claim with seq %d, epoch %d", ErrMalformed, p.Seq, p.Epoch)
+			return kwalerr.Errorf("%w: claim with seq %d, epoch %d", ErrMalformed, p.Seq, p.Epoch)
 		}
 		if uint64(len(p.Data)) != uint64(p.Size) {
-			return fmt.Errorf("%w: claim of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
+			return kwalerr.Errorf("%w: claim of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
 		if p.dataCRC() != p.EntryCRC {
-			return fmt.Errorf("%w: claim data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
+			return kwalerr.Errorf("%w: claim data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 	case KindMark:
 		if p.Seq != 0 || p.Region != 0 || p.Epoch != 0 {
-			return fmt.Errorf("%w: mark with seq %d, region %d", ErrMalformed, p.Seq, p.Region)
+			return kwalerr.Errorf("%w: mark with seq %d, region %d", ErrMalformed, p.Seq, p.Region)
 		}
 		if uint64(len(p.Data)) != uint64(p.Size) {
-			return fmt.Errorf("%w: mark of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
+			return kwalerr.Errorf("%w: mark of %d bytes declares size %d", ErrMalformed, len(p.Data), p.Size)
 		}
 		if p.dataCRC() != p.EntryCRC {
-			return fmt.Errorf("%w: mark data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
+			return kwalerr.Errorf("%w: mark data does not match its CRC %08x", ErrChecksum, p.EntryCRC)
 		}
 		if _, err := DecodeMark(p.Data); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("%w: unknown kind %d", ErrMalformed, uint8(p.Kind))
+		return kwalerr.Errorf("%w: unknown kind %d", ErrMalformed, uint8(p.Kind))
 	}
 	return nil
 }

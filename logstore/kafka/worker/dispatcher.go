@@ -1,12 +1,12 @@
 package worker
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 )
 
@@ -357,7 +357,7 @@ func (d *dispatcher) failRemaining() {
 	}
 	for _, r := range d.l.in.close() {
 		if !r.closing {
-			r.w.finish(r, nil, fmt.Errorf("kwal: append to %q: %w", r.w.p.opts.Topic, logstore.ErrClosed))
+			r.w.finish(r, nil, kwalerr.Errorf("append to %q: %w", r.w.p.opts.Topic, logstore.ErrClosed))
 			r.recycle()
 		}
 	}

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
@@ -195,7 +195,7 @@ func (p *Producer) SubmitBy(ctx context.Context, entries []Entry, dl Deadline) (
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
+		return nil, kwalerr.Errorf("append to %q: %w", p.opts.Topic, logstore.ErrClosed)
 	}
 	p.submitters.Add(1)
 	p.mu.Unlock()
@@ -228,7 +228,7 @@ func (p *Producer) SubmitBy(ctx context.Context, entries []Entry, dl Deadline) (
 			}
 			p.release(r.held)
 			r.recycle()
-			return nil, fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
+			return nil, kwalerr.Errorf("append to %q: %w", p.opts.Topic, logstore.ErrClosed)
 		}
 	}
 	return p.submitWaiting(ctx, r, held)
@@ -266,7 +266,7 @@ func (p *Producer) submitWaiting(ctx context.Context, r *request, held int) (*Pe
 		}
 		p.release(r.held)
 		r.recycle()
-		return nil, fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
+		return nil, kwalerr.Errorf("append to %q: %w", p.opts.Topic, logstore.ErrClosed)
 	}
 	p.release(r.held)
 	r.recycle()
@@ -293,9 +293,9 @@ func (p *Producer) release(n int64) {
 
 func (p *Producer) submitErr(err error) error {
 	if p.stopCtx.Err() != nil {
-		return fmt.Errorf("kwal: append to %q: %w", p.opts.Topic, logstore.ErrClosed)
+		return kwalerr.Errorf("append to %q: %w", p.opts.Topic, logstore.ErrClosed)
 	}
-	return fmt.Errorf("kwal: append to %q: waiting for queue room; nothing was written: %w", p.opts.Topic, err)
+	return kwalerr.Errorf("append to %q: waiting for queue room; nothing was written: %w", p.opts.Topic, err)
 }
 
 func (p *Producer) encode(entries []Entry) (*request, error) {
@@ -311,7 +311,7 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 			keySize = record.KeySizeEpoch
 		}
 		if uint64(len(e.Data)) > record.MaxEntrySize {
-			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w: %d bytes, the limit is %d",
+			return nil, kwalerr.Errorf("append to %q: entry %d of region %d: %w: %d bytes, the limit is %d",
 				p.opts.Topic, i, e.Region, record.ErrTooLarge, len(e.Data), uint64(record.MaxEntrySize))
 		}
 		total += len(e.Data)
@@ -332,7 +332,7 @@ func (p *Producer) encode(entries []Entry) (*request, error) {
 		parts, err := record.Split(e.Region, own, p.opts.MaxBatchBytes)
 		if err != nil {
 			r.recycle()
-			return nil, fmt.Errorf("kwal: append to %q: entry %d of region %d: %w", p.opts.Topic, i, e.Region, err)
+			return nil, kwalerr.Errorf("append to %q: entry %d of region %d: %w", p.opts.Topic, i, e.Region, err)
 		}
 		r.entryFirst[i] = len(r.recs)
 		for j := range parts {
@@ -436,18 +436,18 @@ func (p *Producer) Close(ctx context.Context) error {
 		case <-p.exited:
 		case <-l.exited:
 		}
-		return fmt.Errorf("kwal: close producer %q: %w", p.opts.Topic, ctx.Err())
+		return kwalerr.Errorf("close producer %q: %w", p.opts.Topic, ctx.Err())
 	}
 }
 
 // withdrawnErr is the error of a request withdrawn from the queue (by its
 // caller's Wait or at its Deadline): it was never sent.
 func withdrawnErr(topic string, cause error) error {
-	return fmt.Errorf("kwal: append to %q withdrawn before it was sent; none of its entries was written: %w", topic, cause)
+	return kwalerr.Errorf("append to %q withdrawn before it was sent; none of its entries was written: %w", topic, cause)
 }
 
 // abandonedErr is the error of a request given up on after a lane took it:
 // franz-go may still write it.
 func abandonedErr(topic string, cause error) error {
-	return fmt.Errorf("kwal: append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", topic, cause)
+	return kwalerr.Errorf("append to %q abandoned after it was handed to Kafka; its entries may still be written: %w", topic, cause)
 }

@@ -3,11 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
@@ -254,7 +254,7 @@ func (w *worker) removePending() {
 // regions stay busy until the lane returns, so a later request of those
 // regions cannot overtake records that may still be written.
 func (w *worker) timeout(pt *part, dp *dispatch) {
-	err := fmt.Errorf("kwal: produce to %q not acknowledged within %v; its entries may still be written: %w",
+	err := kwalerr.Errorf("produce to %q not acknowledged within %v; its entries may still be written: %w",
 		w.p.opts.Topic, dp.timeout, ErrTimeout)
 	for _, r := range pt.reqs {
 		w.finish(r, nil, err)
@@ -357,7 +357,7 @@ func (w *worker) complete(pt *part, dp *dispatch) {
 			}
 		}
 		if err != nil {
-			w.finish(r, nil, fmt.Errorf("kwal: produce to %q: %w", p.opts.Topic, err))
+			w.finish(r, nil, kwalerr.Errorf("produce to %q: %w", p.opts.Topic, err))
 			continue
 		}
 		for i, at := range r.entryFirst {
@@ -414,7 +414,7 @@ func (w *worker) finish(r *request, offsets []int64, err error) {
 }
 
 func (w *worker) closedErr() error {
-	return fmt.Errorf("kwal: producer of %q closed before Kafka acknowledged: %w", w.p.opts.Topic, logstore.ErrClosed)
+	return kwalerr.Errorf("producer of %q closed before Kafka acknowledged: %w", w.p.opts.Topic, logstore.ErrClosed)
 }
 
 // abortAll fails every pending and in-flight request of the topic (Close

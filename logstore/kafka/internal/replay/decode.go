@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
@@ -64,7 +65,7 @@ func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
 		// The entries before the failure are the reads' as they would be
 		// without sharing; then the failure.
 		if ferr := d.route.flush(ctx); ferr != nil {
-			return errors.Join(err, ferr)
+			return kwalerr.Join(err, ferr)
 		}
 		return err
 	}
@@ -292,7 +293,7 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record, uncharged bool) (
 		return p.Region, carriesEntry, d.abandonFenced(ctx, record.Writer{Region: p.Region, Epoch: p.Epoch}, rec.Offset)
 	}
 	if p.Kind == record.KindFirst && int64(p.Size) > r.opts.MaxEntryBytes {
-		return p.Region, carriesEntry, fmt.Errorf("kwal: read %q: the entry of region %d at offset %d holds %d bytes, more than a read of this store may hold (%d): %w",
+		return p.Region, carriesEntry, kwalerr.Errorf("read %q: the entry of region %d at offset %d holds %d bytes, more than a read of this store may hold (%d): %w",
 			d.topic, p.Region, rec.Offset, p.Size, r.opts.MaxEntryBytes, ErrHoldExceeded)
 	}
 	before := d.asm.OpenBytes()

@@ -3,12 +3,13 @@ package replay
 import (
 	"cmp"
 	"context"
-	"fmt"
+	"errors"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
 
@@ -328,7 +329,7 @@ func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchR
 			return res, nil
 		}
 		if maxBytes >= f.reads.opts.FetchMaxBytes {
-			return res, fmt.Errorf("kwal: read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, c.off, res.bytes)
+			return res, kwalerr.Errorf("read %q: fetch at offset %d returned no complete record (%d bytes)", f.topic, c.off, res.bytes)
 		}
 		maxBytes = f.reads.opts.FetchMaxBytes
 		res = fetchResult{retry: errNoCompleteBatch}
@@ -336,7 +337,7 @@ func (f *fetcher) settle(ctx context.Context, c *chunk, res fetchResult) (fetchR
 }
 
 // errNoCompleteBatch makes settle fetch again with a larger limit.
-var errNoCompleteBatch = fmt.Errorf("kwal: fetch fitted no complete batch")
+var errNoCompleteBatch = errors.New("kwal: fetch fitted no complete batch")
 
 // start sends c's fetch on a free connection of the store, when the Pool
 // has one and its bytes, and reports whether it did. head says that c is

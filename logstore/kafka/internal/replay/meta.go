@@ -3,10 +3,11 @@ package replay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // topicMeta is what reads need to address a topic's partition 0.
@@ -55,22 +56,22 @@ func (r *Reads) topicMeta(ctx context.Context, topic string, refresh bool) (topi
 	defer cancel()
 	details, err := r.opts.Host.Admin().ListTopics(ctx, topic)
 	if err != nil {
-		return topicMeta{}, fmt.Errorf("metadata: %w", err)
+		return topicMeta{}, kwalerr.Errorf("metadata: %w", err)
 	}
 	td, ok := details[topic]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
 		r.meta.forget(topic)
-		return topicMeta{}, r.opts.ErrUnknownNamespace
+		return topicMeta{}, kwalerr.Cause(r.opts.ErrUnknownNamespace, td.Err)
 	}
 	if td.Err != nil {
-		return topicMeta{}, fmt.Errorf("metadata: %w", td.Err)
+		return topicMeta{}, kwalerr.Errorf("metadata: %w", td.Err)
 	}
 	p, ok := td.Partitions[partition]
 	if !ok {
-		return topicMeta{}, fmt.Errorf("partition %d: %w", partition, r.opts.ErrUnknownNamespace)
+		return topicMeta{}, kwalerr.Errorf("partition %d: %w", partition, r.opts.ErrUnknownNamespace)
 	}
 	if p.Err != nil || p.Leader < 0 {
-		return topicMeta{}, fmt.Errorf("partition %d has no leader: %w", partition, errors.Join(p.Err, kerr.LeaderNotAvailable))
+		return topicMeta{}, kwalerr.Errorf("partition %d has no leader: %w", partition, kwalerr.Join(p.Err, kerr.LeaderNotAvailable))
 	}
 	m := topicMeta{leader: p.Leader, id: td.ID}
 	r.meta.set(topic, m)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
@@ -146,7 +147,7 @@ func (r *Reads) findPruneMark(ctx context.Context, topic string, gen uint64, sta
 			}
 		}
 		if res.next <= off {
-			return pruneMark{}, false, fmt.Errorf("kwal: read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", topic, off, res.bytes)
+			return pruneMark{}, false, kwalerr.Errorf("read %q: looking for a prune mark: fetch at offset %d returned no complete record (%d bytes)", topic, off, res.bytes)
 		}
 		off = res.next
 		r.setSearchedTo(topic, gen, off)
@@ -163,7 +164,10 @@ type startMovedError struct {
 	cause      error
 }
 
-func (e *startMovedError) Error() string   { return e.pruned.Error() + ": " + e.cause.Error() }
+func (e *startMovedError) Error() string {
+	return kwalerr.Prefix + kwalerr.Bare(e.pruned) + ": " + kwalerr.Bare(e.cause)
+}
+
 func (e *startMovedError) Unwrap() []error { return []error{e.pruned, e.cause} }
 
 // noteJoined takes in a read whose join marker the fetcher hands over. The
@@ -222,7 +226,12 @@ func (f *fetcher) pastPruned(ctx context.Context, err error) error {
 			}
 		}
 		if perr := f.reads.proveNothingPruned(ctx, f.topic, f.gen, below, sm.start, sm.end); perr != nil {
-			return errors.Join(perr, sm.cause)
+			if errors.Is(perr, logstore.ErrPruned) {
+				// The pruned error says in kwal's words what Kafka's
+				// OFFSET_OUT_OF_RANGE does: that stays in the chain only.
+				return kwalerr.Cause(perr, sm.cause)
+			}
+			return kwalerr.Join(perr, sm.cause)
 		}
 		f.provenTo = sm.start
 		// A prune racing a read, proven harmless: nothing to act on.

@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
@@ -271,10 +271,13 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 	gen := r.gate.generation(topic)
 	start, end, pl, err := r.lookUp(ctx, topic)
 	if err != nil {
-		if ctx.Err() != nil {
-			return errors.Join(ctx.Err(), err)
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = kwalerr.Join(cerr, err)
 		}
-		return err
+		if errors.Is(err, logstore.ErrClosed) {
+			return err // closedErr names the read
+		}
+		return kwalerr.Errorf("read %q: %w", topic, err)
 	}
 	// Every way out before joining a pass releases the read's cohort.
 	defer pl.placed()
@@ -286,7 +289,7 @@ func (r *Reads) read(ctx context.Context, req Request, yield func(logstore.Entry
 			// Every ID a caller learned from this log is at most its end:
 			// one above it means the log lost entries (a recreated or
 			// truncated topic), or the ID is not this log's.
-			return fmt.Errorf("kwal: read %q region %d from ID %d: the namespace's latest entry ID is %d: %w", topic, region, id, end, r.opts.ErrFutureID)
+			return kwalerr.Errorf("read %q region %d from ID %d: the namespace's latest entry ID is %d: %w", topic, region, id, end, r.opts.ErrFutureID)
 		}
 		off := fromOffset(id)
 		if off < start {
@@ -359,7 +362,7 @@ func fromOffset(id logstore.EntryID) int64 {
 
 // closedErr is the error of a read that the store's Close ended.
 func closedErr(topic string) error {
-	return fmt.Errorf("kwal: read %q: %w", topic, logstore.ErrClosed)
+	return kwalerr.Errorf("read %q: %w", topic, logstore.ErrClosed)
 }
 
 // Context is done once Close began: a read's caller ends with it.

@@ -3,9 +3,9 @@ package replay
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"slices"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
@@ -311,7 +311,7 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 	r := rt.reads
 	asm := record.NewAssembler()
 	fail := func(err error) ([]byte, error) {
-		return nil, fmt.Errorf("kwal: read %q: reading back the entry of region %d at offsets [%d, %d]: %w", rt.topic, a.Region, a.First, a.Last, err)
+		return nil, kwalerr.Errorf("read %q: reading back the entry of region %d at offsets [%d, %d]: %w", rt.topic, a.Region, a.First, a.Last, err)
 	}
 	select {
 	case r.readBackTurn <- struct{}{}:
@@ -331,7 +331,7 @@ func (rt *router) readBackEntry(ctx context.Context, a record.Assembled) ([]byte
 		}
 		off = next
 	}
-	return fail(&logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: fmt.Errorf("its records no longer make the entry")})
+	return fail(&logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: kwalerr.Errorf("its records no longer make the entry")})
 }
 
 // readBackFrom is one fetch of readBackEntry, at off: the entry's data
@@ -357,14 +357,14 @@ func (rt *router) readBackFrom(ctx context.Context, asm *record.Assembler, a rec
 			st, err := asm.Add(rec.Offset, p)
 			if err == nil && st.Complete && st.Entry.First == a.First {
 				if st.Entry.Size != a.Size || st.Entry.CRC != a.CRC {
-					return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: fmt.Errorf("%d bytes with CRC %08x, where %d bytes with CRC %08x were read", st.Entry.Size, st.Entry.CRC, a.Size, a.CRC)}
+					return nil, 0, &logstore.CorruptError{Namespace: rt.topic, Offset: a.First, Err: kwalerr.Errorf("%d bytes with CRC %08x, where %d bytes with CRC %08x were read", st.Entry.Size, st.Entry.CRC, a.Size, a.CRC)}
 				}
 				return bytes.Clone(st.Entry.Data), 0, nil
 			}
 		}
 	}
 	if res.next <= off {
-		return nil, 0, fmt.Errorf("fetch at offset %d returned no complete record (%d bytes)", off, res.bytes)
+		return nil, 0, kwalerr.Errorf("fetch at offset %d returned no complete record (%d bytes)", off, res.bytes)
 	}
 	return nil, res.next, nil
 }

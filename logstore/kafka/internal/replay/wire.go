@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"iter"
 	"math"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/internal/retry"
 )
@@ -87,7 +87,7 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 		return fetchResult{retry: err}
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: malformed response", topic, off)}
+		return fetchResult{err: kwalerr.Errorf("read %q: fetch at offset %d: malformed response", topic, off)}
 	}
 	rp := &resp.Topics[0].Partitions[0]
 	perr := kerr.ErrorForCode(rp.ErrorCode)
@@ -110,7 +110,7 @@ func (r *Reads) fetchOnce(ctx context.Context, cl *kgo.Client, topic string, m t
 	case kerr.IsRetriable(perr):
 		return fetchResult{retry: perr}
 	default:
-		return fetchResult{err: fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, perr)}
+		return fetchResult{err: kwalerr.Errorf("read %q: fetch at offset %d: %w", topic, off, perr)}
 	}
 }
 
@@ -127,7 +127,7 @@ func (r *Reads) fetchAt(ctx context.Context, topic string, ld *leader, off int64
 		if attempt > 0 || !ld.known {
 			if err := ld.refresh(ctx, r, topic); err != nil {
 				if res.retry != nil {
-					return true, fmt.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, res.retry)
+					return true, kwalerr.Errorf("%w (after a fetch at offset %d failed: %w)", err, off, res.retry)
 				}
 				return true, err
 			}
@@ -143,7 +143,7 @@ func (r *Reads) fetchAt(ctx context.Context, topic string, ld *leader, off int64
 		return true, nil
 	})
 	if ended {
-		return res, fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, err)
+		return res, kwalerr.Errorf("read %q: fetch at offset %d: %w", topic, off, err)
 	}
 	return res, err
 }
@@ -161,7 +161,7 @@ type leader struct {
 func (ld *leader) refresh(ctx context.Context, r *Reads, topic string) error {
 	m, err := r.topicMeta(ctx, topic, ld.stale)
 	if err != nil {
-		return fmt.Errorf("kwal: read %q: %w", topic, err)
+		return kwalerr.Errorf("read %q: %w", topic, err)
 	}
 	ld.m, ld.known, ld.stale = m, true, true
 	return nil
@@ -178,7 +178,7 @@ func (r *Reads) outOfRange(ctx context.Context, topic string, off int64, cause e
 			start:  start, end: end, cause: cause,
 		}
 	}
-	return fmt.Errorf("kwal: read %q: fetch at offset %d: %w", topic, off, cause)
+	return kwalerr.Errorf("read %q: fetch at offset %d: %w", topic, off, cause)
 }
 
 // offsetSpan is the offsets [from, to).

@@ -7,8 +7,9 @@ package retry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Every calls attempt (n = 0, 1, ...) until it reports done, pausing
@@ -41,6 +42,6 @@ func Every(ctx context.Context, every time.Duration, attempt func(n int) (done b
 		if last == nil {
 			return true, ctx.Err()
 		}
-		return true, fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+		return true, kwalerr.Errorf("%w (last error: %w)", ctx.Err(), last)
 	}
 }
