@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // The check of a data directory before the broker loads it.
@@ -61,7 +63,7 @@ func (l Loss) String() string {
 }
 
 // ErrDamaged is matched (errors.Is) by a *DamagedError.
-var ErrDamaged = errors.New("the data directory is damaged")
+var ErrDamaged = errors.New("kwal: the data directory is damaged")
 
 // DamagedError is Start's error when loading the data directory would drop
 // records: Losses names each partition and the offsets it would lose. The
@@ -73,7 +75,7 @@ type DamagedError struct {
 }
 
 func (e *DamagedError) Error() string {
-	return fmt.Sprintf("the data directory %s is damaged: %s; the broker did not start and changed nothing (AcceptLoss starts it without these records)",
+	return fmt.Sprintf("kwal: the data directory %s is damaged: %s; the broker did not start and changed nothing (AcceptLoss starts it without these records)",
 		e.Dir, e.Summary())
 }
 
@@ -136,7 +138,7 @@ func checkDisk(dir string, m *manifest) (diskReport, error) {
 		seen[k] = true
 		mp, _ := m.lookup(k)
 		if err := checkPartition(filepath.Join(dir, "partitions", d.Name()), k, mp, &rep); err != nil {
-			return rep, fmt.Errorf("partition %s/%d: %w", k.topic, k.partition, err)
+			return rep, kwalerr.Errorf("partition %s/%d: %w", k.topic, k.partition, err)
 		}
 	}
 	if m != nil {
@@ -291,7 +293,7 @@ func (c cut) apply() error {
 	}
 	terr := f.Truncate(c.at)
 	serr := f.Sync()
-	return errors.Join(terr, serr, f.Close())
+	return kwalerr.Join(terr, serr, f.Close())
 }
 
 // castagnoli is the CRC-32C table of Kafka's RecordBatch CRC.

@@ -46,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kwal/kwal/internal/dirlock"
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // LockFile is the name of the lock file in a data directory.
@@ -114,14 +115,14 @@ type InUseError struct {
 }
 
 // ErrInUse is matched (errors.Is) by an *InUseError.
-var ErrInUse = errors.New("the data directory is in use by another process")
+var ErrInUse = errors.New("kwal: the data directory is in use by another process")
 
 func (e *InUseError) Error() string {
 	h := e.Holder
 	if h.PID == 0 {
-		return fmt.Sprintf("the data directory %s is in use by another process (it is starting; its lock file %s names it once it has)", e.Dir, filepath.Join(e.Dir, LockFile))
+		return fmt.Sprintf("kwal: the data directory %s is in use by another process (it is starting; its lock file %s names it once it has)", e.Dir, filepath.Join(e.Dir, LockFile))
 	}
-	msg := fmt.Sprintf("the data directory %s is in use by process %d (%s, since %s)", e.Dir, h.PID, h.Owner, h.Since.Local().Format(time.TimeOnly))
+	msg := fmt.Sprintf("kwal: the data directory %s is in use by process %d (%s, since %s)", e.Dir, h.PID, h.Owner, h.Since.Local().Format(time.TimeOnly))
 	if len(h.Brokers) > 0 {
 		msg += fmt.Sprintf(", whose embedded broker listens at %s", strings.Join(h.Brokers, ","))
 	}
@@ -174,7 +175,7 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 	}
 	if err != nil {
 		_ = lock.Release()
-		return nil, nil, fmt.Errorf("embedded broker: %w", err)
+		return nil, nil, kwalerr.Errorf("embedded broker: %w", err)
 	}
 	addrs = c.ListenAddrs()
 	if lock != nil {
@@ -183,7 +184,7 @@ func Start(dataDir string, opts ...Option) (addrs []string, stop func(), err err
 		if err := removeManifest(dataDir); err != nil {
 			c.Close()
 			_ = lock.Release()
-			return nil, nil, fmt.Errorf("embedded broker: removing %s: %w", ManifestFile, err)
+			return nil, nil, kwalerr.Errorf("embedded broker: removing %s: %w", ManifestFile, err)
 		}
 		lock.Record(dirlock.Holder{Owner: o.owner, Brokers: addrs})
 	}
@@ -222,7 +223,7 @@ func checkBeforeLoad(dir string, o options) error {
 	}
 	rep, err := checkDisk(dir, m)
 	if err != nil {
-		return fmt.Errorf("embedded broker: checking the data directory %s: %w", dir, err)
+		return kwalerr.Errorf("embedded broker: checking the data directory %s: %w", dir, err)
 	}
 	if len(rep.losses) > 0 && !o.acceptLoss {
 		return &DamagedError{Dir: dir, Losses: rep.losses}
@@ -230,14 +231,14 @@ func checkBeforeLoad(dir string, o options) error {
 	for _, l := range rep.losses {
 		o.log.Warn("embedded broker: the loss is accepted: dropping records of a damaged segment", "loss", l.String())
 		if err := l.cut.apply(); err != nil {
-			return fmt.Errorf("embedded broker: cutting %s at byte %d: %w", l.cut.segment, l.cut.at, err)
+			return kwalerr.Errorf("embedded broker: cutting %s at byte %d: %w", l.cut.segment, l.cut.at, err)
 		}
 	}
 	for _, t := range rep.torn {
 		o.log.Warn("embedded broker: cutting the torn end of a segment (a write a crash interrupted; nothing intact follows it)",
 			"topic", t.topic, "partition", t.partition, "segment", t.segment, "at_byte", t.at, "bytes", t.bytes, "next_offset", t.next)
 		if err := t.cut.apply(); err != nil {
-			return fmt.Errorf("embedded broker: cutting %s at byte %d: %w", t.segment, t.at, err)
+			return kwalerr.Errorf("embedded broker: cutting %s at byte %d: %w", t.segment, t.at, err)
 		}
 	}
 	return nil
@@ -273,7 +274,7 @@ func lockDir(dir, owner string) (*dirlock.Lock, error) {
 		return nil, &InUseError{Dir: dir, Holder: Holder(e.Holder)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("embedded broker: data directory: %w", err)
+		return nil, kwalerr.Errorf("embedded broker: data directory: %w", err)
 	}
 	return lock, nil
 }

@@ -3,12 +3,13 @@ package embedded
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // ManifestFile is the name of the shutdown manifest in a data directory:
@@ -58,10 +59,10 @@ func readManifest(dir string) (*manifest, error) {
 	}
 	var m manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", ManifestFile, err)
+		return nil, kwalerr.Errorf("%s: %w", ManifestFile, err)
 	}
 	if m.Version != manifestVersion {
-		return nil, fmt.Errorf("%s: version %d, not %d", ManifestFile, m.Version, manifestVersion)
+		return nil, kwalerr.Errorf("%s: version %d, not %d", ManifestFile, m.Version, manifestVersion)
 	}
 	return &m, nil
 }
@@ -103,7 +104,7 @@ func writeManifest(dir string, m *manifest) error {
 	}
 	_, werr := f.Write(b)
 	serr := f.Sync()
-	if err := errors.Join(werr, serr, f.Close()); err != nil {
+	if err := kwalerr.Join(werr, serr, f.Close()); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
