@@ -3,10 +3,10 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
@@ -57,14 +57,14 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (_
 	}
 	for i, e := range entries {
 		if int64(len(e.Data)) > s.cfg.MaxEntryBytes {
-			return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d of region %d in %q: %d bytes: %w (Config.MaxEntryBytes %d); nothing was written",
+			return logstore.AppendResult{}, kwalerr.Errorf("append: entry %d of region %d in %q: %d bytes: %w (Config.MaxEntryBytes %d); nothing was written",
 				i, e.Region, e.Namespace, len(e.Data), ErrEntryTooLarge, s.cfg.MaxEntryBytes)
 		}
 		var b *nsBatch
 		if single {
 			if i == 0 {
 				if err := s.checkNamespace(e.Namespace); err != nil {
-					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
+					return logstore.AppendResult{}, kwalerr.Errorf("append: entry %d: %w", i, err)
 				}
 				sc.one = nsBatch{topic: e.Namespace, regions: sc.one.regions[:0], entries: sc.one.entries[:0]}
 				batches = append(batches, &sc.one)
@@ -72,13 +72,13 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (_
 			b = batches[0]
 		} else {
 			if ns, ok := regionNS[e.Region]; ok && ns != e.Namespace {
-				return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: region %d appears under namespaces %q and %q in one call", i, e.Region, ns, e.Namespace)
+				return logstore.AppendResult{}, kwalerr.Errorf("append: entry %d: region %d appears under namespaces %q and %q in one call", i, e.Region, ns, e.Namespace)
 			}
 			regionNS[e.Region] = e.Namespace
 			b = byNS[e.Namespace]
 			if b == nil {
 				if err := s.checkNamespace(e.Namespace); err != nil {
-					return logstore.AppendResult{}, fmt.Errorf("kwal: append: entry %d: %w", i, err)
+					return logstore.AppendResult{}, kwalerr.Errorf("append: entry %d: %w", i, err)
 				}
 				b = &nsBatch{topic: e.Namespace}
 				byNS[e.Namespace] = b
@@ -122,7 +122,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (_
 		}
 		p, err := s.producerBy(ctx, b.topic, slot, dl)
 		if err != nil {
-			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
+			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], kwalerr.Errorf("append to %q: %w", b.topic, err))
 		}
 		if pendings[i], err = p.SubmitBy(ctx, b.entries, dl); err != nil {
 			return logstore.AppendResult{}, s.failAfterQueued(ctx, pendings[:i], err)
@@ -140,7 +140,7 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (_
 	}
 	if len(errs) > 0 {
 		s.metrics.appendLatency.Observe(time.Since(start).Seconds())
-		return logstore.AppendResult{}, errors.Join(errs...)
+		return logstore.AppendResult{}, kwalerr.Join(errs...)
 	}
 	if s.cfg.Fencing != FencingOff {
 		// ProduceTimeout bounds the call as a whole, the check included.
@@ -166,15 +166,15 @@ func (s *LogStore) AppendBatch(ctx context.Context, entries []logstore.Entry) (_
 func (s *LogStore) epochFor(ctx context.Context, ns string, region uint64, st ownState) (uint64, error) {
 	if st.released {
 		s.metrics.fencedAppends.WithLabelValues("before_write").Inc()
-		return 0, fmt.Errorf("%w; nothing was written", &FencedError{Op: "append", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true})
+		return 0, kwalerr.Errorf("%w; nothing was written", &FencedError{Op: "append", Namespace: ns, Region: logstore.RegionID(region), Epoch: st.epoch, Released: true})
 	}
 	r, fenced, err := s.newer(ctx, ns, region, st.epoch)
 	if err != nil {
-		return 0, fmt.Errorf("kwal: append: %w", err)
+		return 0, kwalerr.Errorf("append to %q: %w", ns, err)
 	}
 	if fenced {
 		s.metrics.fencedAppends.WithLabelValues("before_write").Inc()
-		return 0, fmt.Errorf("%w; nothing was written", fencedBy("append", ns, region, st.epoch, r))
+		return 0, kwalerr.Errorf("%w; nothing was written", fencedBy("append", ns, region, st.epoch, r))
 	}
 	return st.epoch, nil
 }
@@ -243,7 +243,7 @@ func (s *LogStore) beginAppend(topic string) (*producerSlot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, fmt.Errorf("kwal: append: %w", logstore.ErrClosed)
+		return nil, kwalerr.Errorf("append: %w", logstore.ErrClosed)
 	}
 	s.ops.Add(1)
 	return s.producers[topic], nil
@@ -273,7 +273,7 @@ func (s *LogStore) producerBy(ctx context.Context, topic string, slot *producerS
 func (s *LogStore) failAfterQueued(ctx context.Context, queued []*worker.Pending, err error) error {
 	for _, pd := range queued {
 		if _, werr := pd.Wait(ctx); werr != nil {
-			err = errors.Join(err, werr)
+			err = kwalerr.Join(err, werr)
 		}
 	}
 	return err
@@ -295,7 +295,7 @@ func (s *LogStore) LatestEntryID(ctx context.Context, namespace string) (_ logst
 	defer cancel()
 	_, end, err := s.offsets(ctx, namespace)
 	if err != nil {
-		return 0, err
+		return 0, kwalerr.Errorf("latest entry ID of %q: %w", namespace, err)
 	}
 	return logstore.EntryID(end), nil
 }

@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/internal/retry"
 )
@@ -148,7 +148,7 @@ func (v *claimView) undecided(ns string, region uint64) error {
 func newClaimsFollower(cfg Config, base []kgo.Opt, log *slog.Logger, records, failures *prometheus.CounterVec) (*claimsFollower, error) {
 	cl, err := kgo.NewClient(base...)
 	if err != nil {
-		return nil, fmt.Errorf("kwal: open: claims client: %w", err)
+		return nil, kwalerr.Errorf("open: claims client: %w", err)
 	}
 	f := &claimsFollower{
 		topic: cfg.ClaimsTopic, cl: cl, base: base[:len(base):len(base)], backoff: cfg.RetryBackoff, log: log, timeout: cfg.RequestTimeout,
@@ -238,7 +238,7 @@ func (f *claimsFollower) lookAtEnd(waiting []chan error) {
 		return err == nil || !kerr.IsRetriable(err), err
 	})
 	if lk.err != nil {
-		lk.err = fmt.Errorf("kwal: claims topic %q: end offset: %w", f.topic, lk.err)
+		lk.err = kwalerr.Errorf("claims topic %q: end offset: %w", f.topic, lk.err)
 	}
 	f.looks <- lk
 }
@@ -360,7 +360,7 @@ func (f *claimsFollower) foldTo(ctx context.Context, end int64) (err error) {
 				kgo.KeepControlRecords(),
 			)...)
 			if err != nil {
-				return fmt.Errorf("kwal: claims topic %q: consumer: %w", f.topic, err)
+				return kwalerr.Errorf("claims topic %q: consumer: %w", f.topic, err)
 			}
 			f.consumer = c
 		}
@@ -373,14 +373,14 @@ func (f *claimsFollower) foldTo(ctx context.Context, end int64) (err error) {
 			// An unknown topic is retried by the consumer and skips
 			// nothing; any other error may have (data loss, a reset).
 			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
-				ferr = errors.Join(ferr, err)
+				ferr = kwalerr.Join(ferr, err)
 			}
 		})
 		if ferr == nil {
 			ferr = context.Cause(ctx)
 		}
 		if ferr != nil {
-			return fmt.Errorf("kwal: claims topic %q: reading offsets %d to %d: %w", f.topic, next, end, ferr)
+			return kwalerr.Errorf("claims topic %q: reading offsets %d to %d: %w", f.topic, next, end, ferr)
 		}
 	}
 }
@@ -400,7 +400,7 @@ func (f *claimsFollower) foldPolled(fs kgo.Fetches) (gap error) {
 			// again from Next. (A real gap there fails the fold at its
 			// deadline instead, as closed.)
 		case rec.Offset > f.state.Next:
-			gap = fmt.Errorf("kwal: claims topic %q: the record after offset %d is at offset %d: %w", f.topic, f.state.Next-1, rec.Offset, errClaimsGap)
+			gap = kwalerr.Errorf("claims topic %q: the record after offset %d is at offset %d: %w", f.topic, f.state.Next-1, rec.Offset, errClaimsGap)
 		case rec.Attrs.IsControl():
 			f.reseeked = false
 			f.state.Next = rec.Offset + 1
@@ -506,7 +506,7 @@ func (f *claimsFollower) learnLeaderEpoch(ctx context.Context) (int32, error) {
 			}
 		}
 	}
-	return -1, fmt.Errorf("no metadata for partition %d", partition)
+	return -1, kwalerr.Errorf("no metadata for partition %d", partition)
 }
 
 // updateView brings the view in step with the state (f.mu held): the

@@ -3,9 +3,9 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/claim"
 )
@@ -33,7 +33,7 @@ func (s *LogStore) SkipClaimsRecord(ctx context.Context, namespace string, regio
 	}
 	defer s.end()
 	fail := func(err error) error {
-		return fmt.Errorf("kwal: skip the claims topic's record at offset %d of %q region %d: %w", offset, namespace, region, err)
+		return kwalerr.Errorf("skip the claims topic's record at offset %d of %q region %d: %w", offset, namespace, region, err)
 	}
 	// A region's key needs only a valid name: its topic may be gone.
 	if err := validateTopic(namespace); err != nil {

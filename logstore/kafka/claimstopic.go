@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // claimsTopicConfigs are the configs the claims topic must have, each with
@@ -33,14 +35,14 @@ var errClaimsTopicDrops = errors.New("kwal: the claims topic's configs let the b
 func checkClaimsTopicConfig(ctx context.Context, adm *kadm.Client, topic string) error {
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("kwal: claims topic %q: describe configs: %w", topic, mapUnknown(err))
+		return kwalerr.Errorf("claims topic %q: describe configs: %w", topic, mapUnknown(err))
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return fmt.Errorf("kwal: claims topic %q: describe configs: %w", topic, mapUnknown(err))
+		return kwalerr.Errorf("claims topic %q: describe configs: %w", topic, mapUnknown(err))
 	}
 	values := make(map[string]*string, len(claimsTopicConfigs))
 	for _, c := range rc.Configs {
@@ -57,7 +59,7 @@ func checkClaimsTopicConfig(ctx context.Context, adm *kadm.Client, topic string)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("kwal: claims topic %q: %s: %w", topic, strings.Join(bad, "; "), errClaimsTopicDrops)
+		return kwalerr.Errorf("claims topic %q: %s: %w", topic, strings.Join(bad, "; "), errClaimsTopicDrops)
 	}
 	return nil
 }
@@ -109,13 +111,13 @@ func (s *LogStore) existOrCreateClaimsTopic(ctx context.Context) (existed bool, 
 	defer cancel()
 	td, err := s.adm.ListTopics(ctx, s.cfg.ClaimsTopic)
 	if err != nil {
-		return false, fmt.Errorf("claims topic %q: %w", s.cfg.ClaimsTopic, err)
+		return false, kwalerr.Errorf("claims topic %q: %w", s.cfg.ClaimsTopic, err)
 	}
 	if d, ok := td[s.cfg.ClaimsTopic]; ok && d.Err == nil {
 		return true, nil
 	}
 	if !s.cfg.AutoCreateTopics {
-		return false, fmt.Errorf("claims topic %q does not exist (create it with one partition, or set AutoCreateTopics): %w", s.cfg.ClaimsTopic, ErrUnknownNamespace)
+		return false, kwalerr.Errorf("claims topic %q does not exist (create it with one partition, or set AutoCreateTopics): %w", s.cfg.ClaimsTopic, ErrUnknownNamespace)
 	}
 	configs := make(map[string]*string, len(claimsTopicConfigs))
 	for _, c := range claimsTopicConfigs {
@@ -129,7 +131,7 @@ func (s *LogStore) existOrCreateClaimsTopic(ctx context.Context) (existed bool, 
 	case errors.Is(err, kerr.TopicAlreadyExists):
 		return true, nil // another store created it meanwhile
 	case err != nil:
-		return false, fmt.Errorf("creating the claims topic %q: %w", s.cfg.ClaimsTopic, err)
+		return false, kwalerr.Errorf("creating the claims topic %q: %w", s.cfg.ClaimsTopic, err)
 	}
 	return false, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // ClientOptions returns the franz-go options the store's own clients use
@@ -89,18 +90,18 @@ func tlsConfig(t *TLSConfig) (*tls.Config, error) {
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("kafka config: TLS.CAFile: %w", err)
+			return nil, kwalerr.Errorf("config: TLS.CAFile: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka config: TLS.CAFile: %s holds no PEM certificate", t.CAFile)
+			return nil, kwalerr.Errorf("config: TLS.CAFile: %s holds no PEM certificate", t.CAFile)
 		}
 		tc.RootCAs = pool
 	}
 	if t.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("kafka config: TLS.CertFile/KeyFile: %w", err)
+			return nil, kwalerr.Errorf("config: TLS.CertFile/KeyFile: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
@@ -132,7 +133,7 @@ func CompressionCodec(name string) (kgo.CompressionCodec, error) {
 	case "zstd":
 		return kgo.ZstdCompression(), nil
 	}
-	return kgo.NoCompression(), fmt.Errorf("%q is not one of none, gzip, snappy, lz4, zstd", name)
+	return kgo.NoCompression(), kwalerr.Errorf("%q is not one of none, gzip, snappy, lz4, zstd", name)
 }
 
 // franzLogger is the logger the store's franz-go clients log to: l, through

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
@@ -411,12 +411,13 @@ func (c Config) FetchChunkBytes() int64 {
 }
 
 // Validate checks every field and reports every invalid one: the error
-// joins (errors.Join) one error per bad field, each naming the field
-// ("kafka config: Field: why"), in the order the fields are declared.
+// joins (kwalerr.Join: one line, unwrapping to each) one error per bad
+// field, each naming the field ("kwal: config: Field: why"), in the order
+// the fields are declared.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("kafka config: %s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, kwalerr.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	if len(c.Brokers) == 0 {
 		bad("Brokers", "at least one seed broker is needed")
@@ -520,7 +521,7 @@ func (c Config) Validate() error {
 			bad("SASL.Username", "must be set")
 		}
 	}
-	return errors.Join(errs...)
+	return kwalerr.Join(errs...)
 }
 
 // String prints the configuration with secrets redacted.

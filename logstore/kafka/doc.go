@@ -28,6 +28,13 @@
 // the log's bounds and the index through replay.Host (store.go, readHost);
 // everything else of the read path lives there, behind that one door.
 //
+// # Errors
+//
+// Every error reads as one line that starts with "kwal: " once, as os's do:
+// sentinels and typed errors carry the prefix, errors built around others
+// (internal/kwalerr) show them without theirs, and each call names itself
+// and its namespace once: "kwal: prune "x": unknown namespace".
+//
 // # Files
 //
 //	store.go       the LogStore, Open, Close and its order; the read path's Host

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/index"
@@ -78,14 +79,14 @@ type FencedError struct {
 
 func (e *FencedError) Error() string {
 	if e.Released {
-		return fmt.Sprintf("kwal: %s %q region %d: this store released the region (epoch %d): %v", e.Op, e.Namespace, e.Region, e.Epoch, ErrFenced)
+		return fmt.Sprintf("kwal: %s %q region %d: this store released the region (epoch %d): %s", e.Op, e.Namespace, e.Region, e.Epoch, kwalerr.Bare(ErrFenced))
 	}
 	state := "claimed"
 	if e.Pending {
 		state = "being claimed"
 	}
-	return fmt.Sprintf("kwal: %s %q region %d: writer's epoch %d, the region is %s under epoch %d by %q: %v",
-		e.Op, e.Namespace, e.Region, e.Epoch, state, e.Newer, e.Owner, ErrFenced)
+	return fmt.Sprintf("kwal: %s %q region %d: writer's epoch %d, the region is %s under epoch %d by %q: %s",
+		e.Op, e.Namespace, e.Region, e.Epoch, state, e.Newer, e.Owner, kwalerr.Bare(ErrFenced))
 }
 
 func (e *FencedError) Unwrap() error { return ErrFenced }
@@ -198,14 +199,14 @@ func (s *LogStore) topicID(ctx context.Context, topic string) (string, error) {
 	defer cancel()
 	td, err := s.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return "", fmt.Errorf("kwal: topic ID of %q: %w", topic, err)
+		return "", kwalerr.Errorf("topic ID: %w", err)
 	}
 	d, ok := td[topic]
 	switch {
 	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		return "", fmt.Errorf("kwal: topic ID of %q: %w", topic, ErrUnknownNamespace)
+		return "", kwalerr.Cause(ErrUnknownNamespace, d.Err)
 	case d.Err != nil:
-		return "", fmt.Errorf("kwal: topic ID of %q: %w", topic, d.Err)
+		return "", kwalerr.Errorf("topic ID: %w", d.Err)
 	}
 	id := d.ID.String()
 	s.owning.topics.Store(topic, id)
@@ -262,7 +263,7 @@ func fencedBy(op, ns string, region uint64, epoch uint64, r claim.Region) *Fence
 // region of the call may be outranked.
 func (s *LogStore) checkAppended(ctx context.Context, batches []*nsBatch) error {
 	if err := s.owning.follower.vouch(ctx); err != nil {
-		return fmt.Errorf("kwal: append: the entries were written, but the claims topic could not be checked, so they are not acknowledged (a replay may return them): %w", err)
+		return kwalerr.Errorf("append: the entries were written, but the claims topic could not be checked, so they are not acknowledged (a replay may return them): %w", err)
 	}
 	var errs []error
 	for _, b := range batches {
@@ -272,7 +273,7 @@ func (s *LogStore) checkAppended(ctx context.Context, batches []*nsBatch) error 
 			}
 			r, fenced, err := s.newer(ctx, b.topic, e.Region, e.Epoch)
 			if err != nil {
-				return fmt.Errorf("kwal: append: the entries were written, but their claims could not be checked, so they are not acknowledged: %w", err)
+				return kwalerr.Errorf("append to %q: the entries were written, but their claims could not be checked, so they are not acknowledged: %w", b.topic, err)
 			}
 			if fenced {
 				errs = append(errs, fencedBy("append", b.topic, e.Region, e.Epoch, r))
@@ -281,7 +282,7 @@ func (s *LogStore) checkAppended(ctx context.Context, batches []*nsBatch) error 
 	}
 	if len(errs) > 0 {
 		s.metrics.fencedAppends.WithLabelValues("after_produce").Inc()
-		return errors.Join(errs...)
+		return kwalerr.Join(errs...)
 	}
 	return nil
 }
@@ -320,12 +321,12 @@ func (s *LogStore) checkObsolete(ctx context.Context, ns string, region uint64) 
 func (s *LogStore) checkObsoleteWritten(ctx context.Context, ns string, region uint64, epoch uint64) error {
 	if s.cfg.Fencing != FencingOff {
 		if err := s.owning.follower.vouch(ctx); err != nil {
-			return fmt.Errorf("the mark was written, but the claims topic could not be checked, so the store's index does not take it in (it counts where no newer claim lies below it): %w", err)
+			return kwalerr.Errorf("the mark was written, but the claims topic could not be checked, so the store's index does not take it in (it counts where no newer claim lies below it): %w", err)
 		}
 	}
 	r, fenced, err := s.newer(ctx, ns, region, epoch)
 	if err != nil {
-		return fmt.Errorf("the mark was written, but its region's claims could not be checked, so the store's index does not take it in: %w", err)
+		return kwalerr.Errorf("the mark was written, but its region's claims could not be checked, so the store's index does not take it in: %w", err)
 	}
 	if fenced {
 		return fencedBy("obsolete", ns, region, epoch, r)
@@ -418,11 +419,11 @@ func (s *LogStore) prepareRead(ctx context.Context, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	if err := s.owning.follower.await(ctx); err != nil {
-		return fmt.Errorf("kwal: read %q: %w", ns, err)
+		return kwalerr.Errorf("read %q: %w", ns, err)
 	}
 	if s.owning.follower.view.Load().has(ns) {
 		if _, err := s.topicID(ctx, ns); err != nil {
-			return fmt.Errorf("kwal: read %q: %w", ns, err)
+			return kwalerr.Errorf("read %q: %w", ns, err)
 		}
 	}
 	return nil
@@ -470,7 +471,7 @@ func (s *LogStore) Claim(ctx context.Context, namespace string, region logstore.
 
 func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, error) {
 	fail := func(err error) (Claim, error) {
-		return Claim{}, fmt.Errorf("kwal: claim %q region %d: %w", ns, region, err)
+		return Claim{}, kwalerr.Errorf("claim %q region %d: %w", ns, region, err)
 	}
 	if err := s.checkNamespace(ns); err != nil {
 		return fail(err)
@@ -523,7 +524,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fail(fmt.Errorf("waiting out the owner's lease (%v): %w", wait, context.Cause(ctx)))
+			return fail(kwalerr.Errorf("waiting out the owner's lease (%v): %w", wait, context.Cause(ctx)))
 		}
 	}
 	// The claim record: where the new epoch begins in the data log.
@@ -533,7 +534,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	err = produceWithin(pctx, s.markClient, rec)
 	cancel()
 	if err != nil {
-		return fail(fmt.Errorf("writing the claim record: %w", err))
+		return fail(kwalerr.Errorf("writing the claim record: %w", err))
 	}
 	if s.index != nil {
 		s.index.Observe(ns, []index.Run{{Start: rec.Offset, Count: 1, Foreign: true}})
@@ -546,7 +547,7 @@ func (s *LogStore) claim(ctx context.Context, ns string, region uint64) (Claim, 
 	}
 	sealed, err := s.sealedBelow(ctx, ns, gen, region, rec.Offset)
 	if err != nil {
-		return fail(fmt.Errorf("finding the sealed ID: %w", err))
+		return fail(kwalerr.Errorf("finding the sealed ID: %w", err))
 	}
 	ev.Op, ev.At, ev.Sealed = claim.OpCommit, rec.Offset, uint64(sealed)
 	if err := s.writeEvent(ctx, ev); err != nil {
@@ -593,7 +594,7 @@ func (s *LogStore) writeEvent(ctx context.Context, ev claim.Event) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
 	defer cancel()
 	if err := produceWithin(ctx, s.markClient, rec); err != nil {
-		return fmt.Errorf("writing a %s event to the claims topic %q: %w", ev.Op, s.cfg.ClaimsTopic, err)
+		return kwalerr.Errorf("writing a %s event to the claims topic %q: %w", ev.Op, s.cfg.ClaimsTopic, err)
 	}
 	return nil
 }
@@ -648,7 +649,7 @@ func (s *LogStore) Release(ctx context.Context, namespace string, region logstor
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			return 0, fmt.Errorf("kwal: release %q region %d: waiting for the appends in flight (the region is released): %w", namespace, region, context.Cause(ctx))
+			return 0, kwalerr.Errorf("release %q region %d: waiting for the appends in flight (the region is released): %w", namespace, region, context.Cause(ctx))
 		}
 	}
 	o.ackMu.Lock()
@@ -708,11 +709,11 @@ func (s *LogStore) Ownership(ctx context.Context, namespace string) (_ []RegionO
 		return nil, err
 	}
 	if err := s.owning.follower.await(ctx); err != nil {
-		return nil, err
+		return nil, kwalerr.Errorf("ownership of %q: %w", namespace, err)
 	}
 	tid, err := s.topicID(ctx, namespace)
 	if err != nil {
-		return nil, err
+		return nil, kwalerr.Errorf("ownership of %q: %w", namespace, err)
 	}
 	f := s.owning.follower
 	f.mu.Lock()

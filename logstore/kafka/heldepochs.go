@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/index"
 )
@@ -87,7 +88,7 @@ type heldRegion struct {
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errHeldEpochsCorrupt is matched by decodeHeldEpochs' errors.
-var errHeldEpochsCorrupt = errors.New("not a valid held-epochs file")
+var errHeldEpochsCorrupt = errors.New("kwal: not a valid held-epochs file")
 
 // encodeHeldEpochs writes one held region a line, so that the file reads
 // (and diffs) as a list.
@@ -133,7 +134,7 @@ func crcHex(compact []byte) string {
 // holds nothing, which is safe.
 func decodeHeldEpochs(data []byte) (heldEpochsBody, error) {
 	bad := func(format string, args ...any) (heldEpochsBody, error) {
-		return heldEpochsBody{}, fmt.Errorf("%w: %s", errHeldEpochsCorrupt, fmt.Sprintf(format, args...))
+		return heldEpochsBody{}, kwalerr.Errorf("%w: %s", errHeldEpochsCorrupt, fmt.Sprintf(format, args...))
 	}
 	var doc heldEpochsDoc
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -224,7 +225,7 @@ func (s *LogStore) openHeldEpochs(ctx context.Context, st index.Store) error {
 	switch {
 	case errors.Is(err, index.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("kwal: open: reading the held epochs (%s) from the index store: %w", h.where, err)
+		return kwalerr.Errorf("open: reading the held epochs (%s) from the index store: %w", h.where, err)
 	default:
 		if file, err = decodeHeldEpochs(data); err != nil {
 			h.errs.WithLabelValues("read").Inc()
@@ -243,7 +244,7 @@ func (s *LogStore) openHeldEpochs(ctx context.Context, st index.Store) error {
 		s.log.Info("kwal: Config.Owner is not the owner the held epochs were claimed under: resuming none", "file", h.where, "owner", o.owner, "held_by", file.Owner, "regions", len(file.Held))
 	default:
 		if held, err = s.stillHeld(ctx, file.Held); err != nil {
-			return fmt.Errorf("kwal: open: resuming the held epochs %s: %w", h.where, err)
+			return kwalerr.Errorf("open: resuming the held epochs %s: %w", h.where, err)
 		}
 	}
 	m := make(map[ownKey]ownState, len(held))
@@ -279,7 +280,7 @@ func (s *LogStore) stillHeld(ctx context.Context, held []heldRegion) ([]heldRegi
 	names = slices.Compact(names)
 	td, err := s.adm.ListTopics(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("looking up the topics' IDs: %w", err)
+		return nil, kwalerr.Errorf("looking up the topics' IDs: %w", err)
 	}
 	f := s.owning.follower
 	if err := f.await(ctx); err != nil {
@@ -293,7 +294,7 @@ func (s *LogStore) stillHeld(ctx context.Context, held []heldRegion) ([]heldRegi
 			s.log.Info("kwal: not resuming a held epoch: the namespace was deleted", "topic", r.Namespace, "region", r.Region, "epoch", r.Epoch)
 			continue
 		case d.Err != nil:
-			return nil, fmt.Errorf("topic ID of %q: %w", r.Namespace, d.Err)
+			return nil, kwalerr.Errorf("topic ID of %q: %w", r.Namespace, d.Err)
 		}
 		tid := d.ID.String()
 		s.owning.topics.Store(r.Namespace, tid)
@@ -371,7 +372,7 @@ func (o *owning) flushHeld() error {
 	}
 	if err := h.write(o, m); err != nil {
 		h.errs.WithLabelValues("write").Inc()
-		return fmt.Errorf("kwal: close: writing the held epochs %s: %w", h.where, err)
+		return kwalerr.Errorf("close: writing the held epochs %s: %w", h.where, err)
 	}
 	h.dirty = false
 	return nil
@@ -402,7 +403,7 @@ func (h *heldEpochs) write(o *owning, m map[ownKey]ownState) error {
 		return cmp.Or(strings.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Region, y.Region))
 	})
 	if err := h.st.Put(ctx, heldEpochsFile, encodeHeldEpochs(b)); err != nil {
-		return fmt.Errorf("%s: %w", h.where, err)
+		return kwalerr.Errorf("%s: %w", h.where, err)
 	}
 	return nil
 }

@@ -2,10 +2,10 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
@@ -27,7 +27,7 @@ func (s *LogStore) writeMark(ctx context.Context, topic string, m record.Mark) (
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
 	defer cancel()
 	if err := s.markClient.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return 0, fmt.Errorf("kwal: write a mark to %q: %w", topic, err)
+		return 0, kwalerr.Errorf("write a mark: %w", err)
 	}
 	if s.index != nil {
 		s.index.Observe(topic, []index.Run{{Start: rec.Offset, Count: 1, Foreign: true}})

@@ -3,13 +3,13 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/record"
 )
@@ -46,7 +46,7 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return kwalerr.Errorf("obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	if upTo == 0 {
 		return nil
@@ -56,15 +56,15 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	// index's accounting of it, as for an append.
 	p, err := s.producer(ctx, namespace, false)
 	if err != nil {
-		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+		return kwalerr.Errorf("obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	epoch, err := s.checkObsolete(ctx, namespace, uint64(region))
 	if err != nil {
-		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+		return kwalerr.Errorf("obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	if upTo > math.MaxInt64 || int64(upTo) > p.LatestAcked() {
 		if err := s.checkHeld(ctx, namespace, upTo); err != nil {
-			return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+			return kwalerr.Errorf("obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 		}
 	}
 	// Entry upTo starts at offset upTo-1; every record before offset upTo
@@ -85,10 +85,10 @@ func (s *LogStore) Obsolete(ctx context.Context, namespace string, region logsto
 	m := record.Mark{Obsolete: []record.RegionPoint{{Region: uint64(region), Before: before, Epoch: epoch}}}
 	off, err := s.writeMark(ctx, namespace, m)
 	if err != nil {
-		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+		return kwalerr.Errorf("obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	if err := s.checkObsoleteWritten(ctx, namespace, uint64(region), epoch); err != nil {
-		return fmt.Errorf("kwal: obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
+		return kwalerr.Errorf("obsolete %q region %d up to %d: %w", namespace, region, upTo, err)
 	}
 	s.reads.NoteMark(namespace, gen, off, m)
 	return nil
@@ -109,7 +109,7 @@ func (s *LogStore) checkHeld(ctx context.Context, topic string, id logstore.Entr
 		return err
 	}
 	if id > math.MaxInt64 || int64(id) > end {
-		return fmt.Errorf("the namespace's latest entry ID is %d: %w", end, ErrFutureID)
+		return kwalerr.Errorf("the namespace's latest entry ID is %d: %w", end, ErrFutureID)
 	}
 	return nil
 }
@@ -128,8 +128,10 @@ func (s *LogStore) CreateNamespace(ctx context.Context, namespace string) (err e
 	}
 	// Opening the producer creates the topic and starts the index's
 	// accounting, so the namespace's first append pays for neither.
-	_, err = s.producer(ctx, namespace, true)
-	return err
+	if _, err = s.producer(ctx, namespace, true); err != nil {
+		return kwalerr.Errorf("create namespace %q: %w", namespace, err)
+	}
+	return nil
 }
 
 // ErrNamespaceDeleting is matched by the error of a call that would write
@@ -157,13 +159,13 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) (err e
 	}
 	// The tombstone turns away appends and creations of the namespace until
 	// the topic is gone.
-	tomb := &producerSlot{ready: make(chan struct{}), err: fmt.Errorf("kwal: namespace %q: %w", namespace, errors.Join(ErrNamespaceDeleting, ErrUnknownNamespace))}
+	tomb := &producerSlot{ready: make(chan struct{}), err: kwalerr.Cause(ErrNamespaceDeleting, ErrUnknownNamespace)}
 	close(tomb.ready)
 	s.mu.Lock()
 	slot := s.producers[namespace]
 	if slot != nil && slot.deleting {
 		s.mu.Unlock()
-		return fmt.Errorf("kwal: delete namespace %q: %w", namespace, ErrNamespaceDeleting)
+		return kwalerr.Errorf("delete namespace %q: %w", namespace, ErrNamespaceDeleting)
 	}
 	tomb.deleting = true
 	s.producers[namespace] = tomb
@@ -181,7 +183,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) (err e
 		if slot.p != nil {
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.ProduceTimeout)
 			if err := slot.p.Close(cctx); err != nil {
-				closeErr = fmt.Errorf("kwal: delete namespace %q: appends in flight were failed (their entries may have been written, and are deleted with the topic): %w", namespace, err)
+				closeErr = kwalerr.Errorf("delete namespace %q: appends in flight were failed (their entries may have been written, and are deleted with the topic): %w", namespace, err)
 			}
 			cancel()
 		}
@@ -193,7 +195,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) (err e
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return errors.Join(closeErr, fmt.Errorf("kwal: delete namespace %q: %w", namespace, err))
+		return kwalerr.Join(closeErr, kwalerr.Errorf("delete namespace %q: %w", namespace, err))
 	}
 	// Reads that started before the topic was deleted must not bring its
 	// index back from what they decoded, nor the marks they find: they
@@ -206,7 +208,7 @@ func (s *LogStore) DeleteNamespace(ctx context.Context, namespace string) (err e
 	s.metrics.worker.Forget(namespace)
 	if s.index != nil {
 		if err := s.index.Drop(ctx, namespace); err != nil {
-			return errors.Join(closeErr, fmt.Errorf("kwal: delete namespace %q: index: %w", namespace, err))
+			return kwalerr.Join(closeErr, kwalerr.Errorf("delete namespace %q: index: %w", namespace, err))
 		}
 	}
 	return closeErr
@@ -223,7 +225,7 @@ func (s *LogStore) ListNamespaces(ctx context.Context) ([]string, error) {
 	defer cancel()
 	details, err := s.adm.ListTopics(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kwal: list namespaces: %w", err)
+		return nil, kwalerr.Errorf("list namespaces: %w", err)
 	}
 	var out []string
 	for name, td := range details {

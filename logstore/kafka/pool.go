@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 )
 
@@ -31,7 +32,7 @@ type TopicPool struct {
 // claims topic.
 func NewTopicPool(prefix string, n int) (*TopicPool, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("kwal: topic pool %q: %d topics; at least 1 is needed", prefix, n)
+		return nil, kwalerr.Errorf("topic pool %q: %d topics; at least 1 is needed", prefix, n)
 	}
 	p := &TopicPool{prefix: prefix, names: make([]string, n)}
 	for i := range n {
@@ -41,7 +42,7 @@ func NewTopicPool(prefix string, n int) (*TopicPool, error) {
 			err = refuseInternalTopic(p.names[i])
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kwal: topic pool %q: %w", prefix, err)
+			return nil, kwalerr.Errorf("topic pool %q: %w", prefix, err)
 		}
 	}
 	return p, nil
@@ -63,7 +64,7 @@ func (p *TopicPool) Create(ctx context.Context, s *LogStore) error {
 		g.Go(func() error { return s.CreateNamespace(ctx, n) })
 	}
 	if err := g.Wait(); err != nil {
-		return fmt.Errorf("kwal: topic pool %q: %w", p.prefix, err)
+		return kwalerr.Errorf("topic pool %q: %w", p.prefix, err)
 	}
 	return nil
 }

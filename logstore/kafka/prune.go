@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/claim"
 	"github.com/kwal/kwal/logstore/kafka/index"
@@ -167,7 +168,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (re
 	defer func() { s.metrics.prune.observe(namespace, dryRun, res, err) }()
 	g := s.index
 	if g == nil {
-		return PruneResult{}, fmt.Errorf("kwal: prune %q: the index is off: %w", namespace, ErrCannotPrune)
+		return PruneResult{}, kwalerr.Errorf("prune %q: the index is off: %w", namespace, ErrCannotPrune)
 	}
 	// Each step is bounded on its own (a request by RequestTimeout, the mark
 	// by ProduceTimeout, the catch-up scan fetch by fetch), not the whole
@@ -175,20 +176,20 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (re
 	gen := s.reads.Gate().Generation(namespace)
 	start, end, err := s.offsetsWithin(ctx, namespace)
 	if err != nil {
-		return PruneResult{}, err
+		return PruneResult{}, kwalerr.Errorf("prune %q: %w", namespace, err)
 	}
 	if err := s.catchUpIndex(ctx, namespace, gen, start, end); err != nil {
-		return PruneResult{}, fmt.Errorf("kwal: prune %q: bringing the index up to the log's end: %w", namespace, err)
+		return PruneResult{}, kwalerr.Errorf("prune %q: bringing the index up to the log's end: %w", namespace, err)
 	}
 	// The prune mark states each region's epochs as of this look, and
 	// Obsolete points that waited for a pending claim count from here if
 	// it committed (writePruneMark).
 	if err := s.reads.SyncMarks(ctx, namespace); err != nil {
-		return PruneResult{}, fmt.Errorf("kwal: prune %q: looking at the claims topic: %w", namespace, err)
+		return PruneResult{}, kwalerr.Errorf("prune %q: looking at the claims topic: %w", namespace, err)
 	}
 	st, point, need, err := s.pruneStatus(ctx, g, namespace, start, end)
 	if err != nil {
-		return PruneResult{}, err
+		return PruneResult{}, kwalerr.Errorf("prune %q: %w", namespace, err)
 	}
 	s.retentionRisk(ctx, &st, need, end)
 	s.warnRetention(st)
@@ -210,7 +211,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (re
 		return res, nil
 	}
 	if err := s.writePruneMark(ctx, namespace, gen, g, start, end, point); err != nil {
-		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
+		return PruneResult{}, kwalerr.Errorf("prune %q below offset %d: %w", namespace, point, err)
 	}
 	res.Marked = true
 	if markOnly {
@@ -229,7 +230,7 @@ func (s *LogStore) prune(ctx context.Context, namespace string, dryRun bool) (re
 		if s.deleteRefused(ctx, err) {
 			return PruneResult{}, &DeleteRefusedError{Namespace: namespace, Below: point, Err: err}
 		}
-		return PruneResult{}, fmt.Errorf("kwal: prune %q below offset %d: %w", namespace, point, err)
+		return PruneResult{}, kwalerr.Errorf("prune %q below offset %d: %w", namespace, point, err)
 	}
 	// Routine (the background pruner runs every PruneInterval); the deleted
 	// span is in the result and the metrics.
@@ -331,7 +332,7 @@ func (s *LogStore) catchUpIndex(ctx context.Context, topic string, gen uint64, s
 		// Records the index accounted for are gone from the log: what the
 		// index says past end no longer describes it, and reads of the
 		// regions concerned fail until a producer starts over.
-		return fmt.Errorf("kwal: prune %q: the log ends at offset %d, below offsets the index accounted for (up to %d): records were lost: %w", topic, end, w, ErrCannotPrune)
+		return kwalerr.Errorf("prune %q: the log ends at offset %d, below offsets the index accounted for (up to %d): records were lost: %w", topic, end, w, ErrCannotPrune)
 	}
 	// With a producer open, Start was skipped: records deleted below start
 	// (by retention) must not keep holding the prune point.

@@ -3,12 +3,12 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/internal/replay"
 )
@@ -119,7 +119,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		closed := s.closed
 		s.mu.Unlock()
 		if closed {
-			yield(logstore.Entry{}, fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed))
+			yield(logstore.Entry{}, kwalerr.Errorf("read %q: %w", namespace, logstore.ErrClosed))
 			return
 		}
 		if err := s.checkNamespace(namespace); err != nil {
@@ -148,7 +148,7 @@ func (s *LogStore) ReadWith(ctx context.Context, namespace string, from map[logs
 		}
 		if err != nil {
 			if s.reads.Closed() && errors.Is(err, context.Canceled) {
-				err = fmt.Errorf("kwal: read %q: %w", namespace, logstore.ErrClosed)
+				err = kwalerr.Errorf("read %q: %w", namespace, logstore.ErrClosed)
 			}
 			s.metrics.noteRefused(err)
 			yield(logstore.Entry{}, err)
@@ -167,7 +167,7 @@ func (s *LogStore) undecided(ctx context.Context, namespace string, from map[log
 	defer cancel()
 	for _, r := range slices.Sorted(maps.Keys(from)) {
 		if err := s.decided(ctx, namespace, uint64(r)); err != nil {
-			return fmt.Errorf("kwal: read %q: %w", namespace, err)
+			return kwalerr.Errorf("read %q: %w", namespace, err)
 		}
 	}
 	return nil

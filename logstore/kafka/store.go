@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/internal/dirlock"
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/internal/replay"
@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		cfg.Lease = DefaultLease
 	}
 	s := &LogStore{cfg: cfg, log: cfg.Logger, producers: make(map[string]*producerSlot), metrics: newMetrics()}
-	s.appendTimeout = fmt.Errorf("kwal: append not acknowledged within ProduceTimeout (%v): %w", cfg.ProduceTimeout, ErrTimeout)
+	s.appendTimeout = kwalerr.Errorf("append not acknowledged within ProduceTimeout (%v): %w", cfg.ProduceTimeout, ErrTimeout)
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		return nil, err
 	}
 	if s.admin, err = kgo.NewClient(append(base[:len(base):len(base)], kgo.WithHooks(s.metrics.clients.admin))...); err != nil {
-		return nil, fmt.Errorf("kwal: open: %w", err)
+		return nil, kwalerr.Errorf("open: %w", err)
 	}
 	s.adm = kadm.NewClient(s.admin)
 	if err := Ping(ctx, s.admin, cfg); err != nil {
@@ -177,7 +177,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			kgo.WithHooks(s.metrics.clients.lane),
 		)...)
 		if err != nil {
-			return nil, fmt.Errorf("kwal: open: produce lane %d: %w", i, err)
+			return nil, kwalerr.Errorf("open: produce lane %d: %w", i, err)
 		}
 		s.laneClients = append(s.laneClients, cl)
 		clients[i] = cl
@@ -193,7 +193,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		kgo.UnknownTopicRetries(-1),
 		kgo.WithHooks(s.metrics.clients.mark),
 	)...); err != nil {
-		return nil, fmt.Errorf("kwal: open: mark client: %w", err)
+		return nil, kwalerr.Errorf("open: mark client: %w", err)
 	}
 	if err := s.metrics.registerClients(cfg.Registerer); err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 		// The follower's consumer then finds it; without it, a claim
 		// fails until an operator creates it.
 		if err := s.ensureClaimsTopic(ctx); err != nil {
-			return nil, fmt.Errorf("kwal: open: %w", err)
+			return nil, kwalerr.Errorf("open: %w", err)
 		}
 	}
 	if s.owning.follower, err = newClaimsFollower(cfg, base, cfg.Logger, s.metrics.claimsRecords, s.metrics.claimsCheckFailures); err != nil {
@@ -224,10 +224,10 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			st = index.OpenDirStoreReadOnly(cfg.IndexDir)
 		case cfg.IndexDir != "":
 			if s.indexLock, err = dirlock.Acquire(cfg.IndexDir, indexLockFile, dirlock.Holder{}); err != nil {
-				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
+				return nil, kwalerr.Errorf("open: IndexDir: %w", err)
 			}
 			if st, err = index.NewDirStore(cfg.IndexDir); err != nil {
-				return nil, fmt.Errorf("kwal: open: IndexDir: %w", err)
+				return nil, kwalerr.Errorf("open: IndexDir: %w", err)
 			}
 		}
 		if st != nil {
@@ -247,7 +247,7 @@ func Open(ctx context.Context, cfg Config) (*LogStore, error) {
 			Logger: cfg.Logger, Registerer: cfg.Registerer,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("kwal: open: index: %w", err)
+			return nil, kwalerr.Errorf("open: index: %w", err)
 		}
 		s.index = g
 	}
@@ -279,7 +279,7 @@ func (s *LogStore) begin(op string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return fmt.Errorf("kwal: %s: %w", op, logstore.ErrClosed)
+		return kwalerr.Errorf("%s: %w", op, logstore.ErrClosed)
 	}
 	s.ops.Add(1)
 	return nil
@@ -337,16 +337,16 @@ func (s *LogStore) Close() error {
 		if s.index != nil {
 			ictx, icancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 			if err := s.index.Close(ictx); err != nil {
-				errs = append(errs, fmt.Errorf("kwal: close: index: %w", err))
+				errs = append(errs, kwalerr.Errorf("close: index: %w", err))
 			}
 			icancel()
 		}
 		if err := s.indexLock.Release(); err != nil {
-			errs = append(errs, fmt.Errorf("kwal: close: releasing IndexDir: %w", err))
+			errs = append(errs, kwalerr.Errorf("close: releasing IndexDir: %w", err))
 		}
 		s.shutdownClients()
 		s.metrics.unregister(s.cfg.Registerer)
-		s.closeErr = errors.Join(errs...)
+		s.closeErr = kwalerr.Join(errs...)
 	})
 	return s.closeErr
 }

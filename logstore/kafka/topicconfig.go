@@ -3,9 +3,10 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // Only Prune deletes a WAL record: an entry that AppendBatch acknowledged
@@ -82,21 +83,25 @@ func (s *LogStore) TopicRetention(ctx context.Context, namespace string) (_ Rete
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	return s.describeRetention(ctx, namespace)
+	r, err := s.describeRetention(ctx, namespace)
+	if err != nil {
+		return Retention{}, kwalerr.Errorf("topic retention of %q: %w", namespace, err)
+	}
+	return r, nil
 }
 
 // describeRetention asks the broker for the topic's deleting configs.
 func (s *LogStore) describeRetention(ctx context.Context, topic string) (Retention, error) {
 	rcs, err := s.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return Retention{}, fmt.Errorf("kwal: namespace %q: describe configs: %w", topic, mapUnknown(err))
+		return Retention{}, stepErr("describe configs", err)
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return Retention{}, fmt.Errorf("kwal: namespace %q: describe configs: %w", topic, mapUnknown(err))
+		return Retention{}, stepErr("describe configs", err)
 	}
 	r := Retention{Namespace: topic, Ms: -1, Bytes: -1, CleanupPolicy: "delete"}
 	for _, c := range rc.Configs {
@@ -108,7 +113,7 @@ func (s *LogStore) describeRetention(ctx context.Context, topic string) (Retenti
 		case "retention.ms", "retention.bytes":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return Retention{}, fmt.Errorf("kwal: namespace %q: config %s=%q is not a number", topic, c.Key, v)
+				return Retention{}, kwalerr.Errorf("config %s=%q is not a number", c.Key, v)
 			}
 			if c.Key == "retention.ms" {
 				r.Ms = max(n, -1)
@@ -162,7 +167,7 @@ func (s *LogStore) checkTopic(ctx context.Context, topic string, created *Retent
 	s.metrics.retentionSeconds.WithLabelValues(topic).Set(retentionSeconds(r.Ms))
 	s.metrics.retentionBytes.WithLabelValues(topic).Set(float64(r.Bytes))
 	if r.Compacted() {
-		return fmt.Errorf("kwal: namespace %q: cleanup.policy=%q: %w", topic, r.CleanupPolicy, ErrCompactedTopic)
+		return kwalerr.Errorf("cleanup.policy=%q: %w", r.CleanupPolicy, ErrCompactedTopic)
 	}
 	if r.Finite() {
 		s.log.Warn("kwal: the topic deletes records by age or size, whatever the regions still need: acknowledged entries of a region that does not flush in time will be lost (kwal's own topics keep everything until Prune)",

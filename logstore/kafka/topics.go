@@ -3,13 +3,13 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/internal/retry"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
@@ -48,7 +48,7 @@ func (s *LogStore) producer(ctx context.Context, topic string, create bool) (*wo
 			}
 			return slot.p, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kwal: waiting for the producer of %q: %w", topic, context.Cause(ctx))
+			return nil, kwalerr.Errorf("waiting for the namespace's producer: %w", context.Cause(ctx))
 		}
 	}
 	err := s.ensureTopic(ctx, topic, create)
@@ -98,19 +98,19 @@ func (s *LogStore) ensureTopic(ctx context.Context, topic string, create bool) e
 func (s *LogStore) ensureTopicOnce(ctx context.Context, topic string, create bool) error {
 	details, err := s.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("kwal: namespace %q: metadata: %w", topic, err)
+		return kwalerr.Errorf("metadata: %w", err)
 	}
 	td, ok := details[topic]
 	var created *Retention
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
 		if !create {
-			return fmt.Errorf("kwal: namespace %q: %w", topic, ErrUnknownNamespace)
+			return kwalerr.Cause(ErrUnknownNamespace, td.Err)
 		}
 		if created, err = s.createTopic(ctx, topic); err != nil {
 			return err
 		}
 	} else if td.Err != nil {
-		return fmt.Errorf("kwal: namespace %q: metadata: %w", topic, td.Err)
+		return kwalerr.Errorf("metadata: %w", td.Err)
 	} else if n := len(td.Partitions); n > 1 {
 		s.log.Warn("kwal: topic has more than one partition; kwal uses partition 0 only", "topic", topic, "partitions", n)
 	}
@@ -145,7 +145,7 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) (*Retention, e
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return nil, fmt.Errorf("kwal: namespace %q: create topic: %w", topic, err)
+		return nil, kwalerr.Errorf("create topic: %w", err)
 	}
 	var created *Retention
 	if err == nil {
@@ -167,7 +167,7 @@ func (s *LogStore) createTopic(ctx context.Context, topic string) (*Retention, e
 		return false, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kwal: namespace %q: created topic has no leader yet: %w", topic, err)
+		return nil, kwalerr.Errorf("created topic has no leader yet: %w", err)
 	}
 	return created, nil
 }
@@ -209,7 +209,7 @@ func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end in
 				err = lo.Error()
 			}
 			if err != nil {
-				return fmt.Errorf("kwal: namespace %q: list %s offset: %w", topic, which, mapUnknown(err))
+				return stepErr("list "+which+" offset", err)
 			}
 			*into = lo
 			return nil
@@ -223,17 +223,30 @@ func (s *LogStore) offsetsOnce(ctx context.Context, topic string) (start, end in
 	so, ok1 := starts.Lookup(topic, partition)
 	eo, ok2 := ends.Lookup(topic, partition)
 	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("kwal: namespace %q: partition %d: %w", topic, partition, ErrUnknownNamespace)
+		return 0, 0, kwalerr.Errorf("partition %d: %w", partition, ErrUnknownNamespace)
 	}
 	return so.Offset, eo.Offset, nil
 }
 
-// mapUnknown makes a missing topic match ErrUnknownNamespace.
+// mapUnknown makes a missing topic match ErrUnknownNamespace. It reads
+// as that alone: Kafka's error (UNKNOWN_TOPIC_OR_PARTITION) stays in the
+// chain for errors.Is and errors.As, and is not said twice.
 func mapUnknown(err error) error {
 	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
-		return errors.Join(ErrUnknownNamespace, err)
+		return kwalerr.Cause(ErrUnknownNamespace, err)
 	}
 	return err
+}
+
+// stepErr is the error of a step of a call on a namespace (a metadata,
+// offsets or configs request): an unknown namespace is said as that
+// alone, whatever the step; other errors name the step. The call's entry
+// point names itself and the namespace (the rule in doc.go).
+func stepErr(step string, err error) error {
+	if err = mapUnknown(err); errors.Is(err, ErrUnknownNamespace) {
+		return err
+	}
+	return kwalerr.Errorf("%s: %w", step, err)
 }
 
 // ErrInvalidNamespace is matched by the error of a call given a name that
@@ -253,7 +266,7 @@ func (s *LogStore) checkNamespace(ns string) error {
 		return err
 	}
 	if ns == s.cfg.ClaimsTopic {
-		return fmt.Errorf("%w: %q is the claims topic (Config.ClaimsTopic), where every store records its region claims", ErrInvalidNamespace, ns)
+		return kwalerr.Errorf("%w: %q is the claims topic (Config.ClaimsTopic), where every store records its region claims", ErrInvalidNamespace, ns)
 	}
 	return refuseInternalTopic(ns)
 }
@@ -262,7 +275,7 @@ func (s *LogStore) checkNamespace(ns string) error {
 // unlike the claims topic's name, it does not depend on a store.
 func refuseInternalTopic(ns string) error {
 	if strings.HasPrefix(ns, "__") {
-		return fmt.Errorf("%w: %q starts with \"__\", which Kafka keeps for its internal topics (such as __consumer_offsets)", ErrInvalidNamespace, ns)
+		return kwalerr.Errorf("%w: %q starts with \"__\", which Kafka keeps for its internal topics (such as __consumer_offsets)", ErrInvalidNamespace, ns)
 	}
 	return nil
 }
@@ -271,11 +284,11 @@ func refuseInternalTopic(ns string) error {
 // reported by name before any request.
 func validateTopic(t string) error {
 	if t == "" || t == "." || t == ".." || len(t) > 249 {
-		return fmt.Errorf("%w: %q is not a valid topic name (1-249 characters, not . or ..)", ErrInvalidNamespace, t)
+		return kwalerr.Errorf("%w: %q is not a valid topic name (1-249 characters, not . or ..)", ErrInvalidNamespace, t)
 	}
 	for _, c := range t {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q is not a valid topic name: %q is not one of [a-zA-Z0-9._-]", ErrInvalidNamespace, t, c)
+			return kwalerr.Errorf("%w: %q is not a valid topic name: %q is not one of [a-zA-Z0-9._-]", ErrInvalidNamespace, t, c)
 		}
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kwal/kwal/internal/kwalerr"
 )
 
 // ErrUnreachable matches Open's failure to reach the cluster: no seed
@@ -26,15 +28,15 @@ var ErrUnreachable = errors.New("kwal: no broker reachable")
 var (
 	// ErrRefused: the connection was refused (nothing listens at the
 	// address). Learnt at once, not after a timeout.
-	ErrRefused = errors.New("connection refused")
+	ErrRefused = errors.New("kwal: connection refused")
 	// ErrAuthFailed: a broker refused the SASL credentials or mechanism.
-	ErrAuthFailed = errors.New("SASL authentication failed")
+	ErrAuthFailed = errors.New("kwal: SASL authentication failed")
 	// ErrTLS: the TLS handshake failed (an unknown certificate authority,
 	// a name mismatch, or no TLS at the other end).
-	ErrTLS = errors.New("TLS handshake failed")
+	ErrTLS = errors.New("kwal: TLS handshake failed")
 	// ErrBrokerTimeout: no broker answered within RequestTimeout (or
 	// DialTimeout for the connection).
-	ErrBrokerTimeout = errors.New("no answer in time")
+	ErrBrokerTimeout = errors.New("kwal: no answer in time")
 )
 
 // unreachableError is Open's failure to reach the brokers.
@@ -48,11 +50,11 @@ type unreachableError struct {
 func (e *unreachableError) Error() string {
 	switch e.reason {
 	case ErrBrokerTimeout:
-		return fmt.Sprintf("kwal: no broker of %v answered within %v: %v", e.brokers, e.timeout, e.err)
+		return fmt.Sprintf("kwal: no broker of %v answered within %v: %s", e.brokers, e.timeout, kwalerr.Bare(e.err))
 	case nil:
-		return fmt.Sprintf("kwal: no broker of %v reachable: %v", e.brokers, e.err)
+		return fmt.Sprintf("kwal: no broker of %v reachable: %s", e.brokers, kwalerr.Bare(e.err))
 	default:
-		return fmt.Sprintf("kwal: no broker of %v reachable: %v: %v", e.brokers, e.reason, e.err)
+		return fmt.Sprintf("kwal: no broker of %v reachable: %s: %s", e.brokers, kwalerr.Bare(e.reason), kwalerr.Bare(e.err))
 	}
 }
 
@@ -75,7 +77,7 @@ func Ping(ctx context.Context, cl *kgo.Client, cfg Config) error {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return fmt.Errorf("kwal: reaching a broker of %v: %w", cfg.Brokers, err)
+		return kwalerr.Errorf("reaching a broker of %v: %w", cfg.Brokers, err)
 	}
 	return &unreachableError{brokers: cfg.Brokers, reason: unreachableReason(err), timeout: cfg.RequestTimeout, err: err}
 }
