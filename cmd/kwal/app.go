@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -173,25 +174,23 @@ type linesError struct{ error }
 func (e linesError) Unwrap() error { return e.error }
 
 // errorText is the command's error as printed: "kwal: " once, then the
-// message on one line. Messages built from wrapped errors repeat the
-// library's "kwal: " prefix at every level, and errors.Join puts each
-// joined error on a line of its own ("kwal: unknown namespace" then the
-// broker's reason): both read as one sentence with the prefix said once.
+// message on one line, as the library's errors read (internal/kwalerr: a
+// library error is printed as it is); a linesError keeps its lines. The
+// command's own wraps (fmt.Errorf("replaying %s: %w", ...)) and the bench
+// and chaos harnesses' show a wrapped error with its "kwal: ", and an
+// errors.Join puts each error on a line of its own: both are said once,
+// on one line, here.
 func errorText(err error) string {
-	msg := err.Error()
-	if _, ok := errors.AsType[linesError](err); !ok {
-		lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' })
-		for i := range lines {
-			lines[i] = strings.TrimSpace(lines[i])
-		}
-		msg = strings.Join(lines, "; ")
+	msg := kwalerr.Bare(err)
+	if _, ok := errors.AsType[linesError](err); ok {
+		msg = strings.TrimPrefix(err.Error(), kwalerr.Prefix)
 	}
-	msg = strings.ReplaceAll(msg, ": kwal: ", ": ")
-	msg = strings.ReplaceAll(msg, "; kwal: ", "; ")
-	for strings.HasPrefix(msg, "kwal: ") {
-		msg = strings.TrimPrefix(msg, "kwal: ")
+	msg = strings.ReplaceAll(msg, ": "+kwalerr.Prefix, ": ")
+	msg = strings.ReplaceAll(msg, "; "+kwalerr.Prefix, "; ")
+	for strings.HasPrefix(msg, kwalerr.Prefix) {
+		msg = strings.TrimPrefix(msg, kwalerr.Prefix)
 	}
-	return "kwal: " + msg
+	return kwalerr.Prefix + msg
 }
 
 // syncWriter serialises writes to w.

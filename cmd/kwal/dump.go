@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/internal/rawlog"
 	"github.com/kwal/kwal/logstore/kafka"
 	"github.com/kwal/kwal/logstore/kafka/record"
@@ -94,7 +95,7 @@ func decodeRecord(rec *kgo.Record) dumpRecord {
 		d.Epoch = p.Epoch
 		return d
 	}
-	d.Error = err.Error()
+	d.Error = kwalerr.Bare(err) // a part of the line, without its "kwal: "
 	if errors.Is(err, record.ErrNotKwal) {
 		d.Foreign = true
 		return d

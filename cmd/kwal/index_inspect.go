@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/index"
 	"github.com/kwal/kwal/logstore/kafka/record"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,7 +62,7 @@ func filesBytes(dir string, names []string) int64 {
 func unusableFiles(dir string, ts index.TopicStats) []unusableFile {
 	var out []unusableFile
 	for _, f := range ts.LoadFailures {
-		out = append(out, unusableFile{Path: filepath.Join(dir, f.File), Reason: f.Reason, Error: f.Err.Error()})
+		out = append(out, unusableFile{Path: filepath.Join(dir, f.File), Reason: f.Reason, Error: kwalerr.Bare(f.Err)})
 	}
 	return out
 }
