@@ -36,7 +36,8 @@ func TestErrorCountersArePresentAtZero(t *testing.T) {
 }
 
 // alertCounters are the error counters an alert watches, each with its
-// label and every value it is exported with from Open on.
+// label and every value it is exported with from Open on (a namespace's
+// series: from its first use).
 var alertCounters = []struct {
 	name, label string
 	values      []string
@@ -46,4 +47,5 @@ var alertCounters = []struct {
 	{"kwal_claims_bad_records_total", "kind", []string{"foreign", "unreadable"}},
 	{"kwal_refused_calls_total", "reason", []string{"entry_too_large", "invalid_namespace", "unknown_namespace"}},
 	{"kwal_claims_check_failures_total", "cause", []string{"config", "timeout", "kafka_error", "gap"}},
+	{"kwal_read_skipped_records_total", "kind", []string{"corrupt", "missing"}},
 }

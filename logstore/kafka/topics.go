@@ -118,6 +118,7 @@ func (s *LogStore) ensureTopicOnce(ctx context.Context, topic string, create boo
 		return err
 	}
 	s.metrics.prune.known(topic)
+	s.metrics.reads.Known(topic)
 	if s.index != nil {
 		start, end, err := s.offsets(ctx, topic)
 		if err != nil {

@@ -76,7 +76,7 @@ func (d *decoder) decode(ctx context.Context, ch <-chan fetched) error {
 		return err
 	}
 	for _, o := range d.asm.Open() {
-		d.reads.metrics.skipped.WithLabelValues("incomplete").Inc()
+		d.reads.metrics.skipped.WithLabelValues(d.topic, "incomplete").Inc()
 		// An entry still being appended, or one a crashed writer left
 		// unfinished: neither was acknowledged, so nothing is lost; counted in
 		// kwal_read_skipped_records_total{kind="incomplete"}.
@@ -267,7 +267,7 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record, uncharged bool) (
 		if !d.skipCorrupt() {
 			return 0, carriesNone, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
 		}
-		r.metrics.skipped.WithLabelValues(kind).Inc()
+		r.metrics.skipped.WithLabelValues(d.topic, kind).Inc()
 		r.log.Warn("kwal: skipping a record that is not a valid kwal record", "topic", d.topic, "offset", rec.Offset, "kind", kind, "err", err)
 		if kind == "foreign" {
 			return 0, carriesNone, nil // not kwal's: no entry (index/doc.go)
@@ -300,7 +300,7 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record, uncharged bool) (
 	st, err := d.asm.Add(rec.Offset, p)
 	r.hold.add(d.asm.OpenBytes() - before)
 	if st.Dropped {
-		r.metrics.skipped.WithLabelValues(st.Drop.Reason.String()).Inc()
+		r.metrics.skipped.WithLabelValues(d.topic, st.Drop.Reason.String()).Inc()
 		if st.Drop.Reason == record.DropIncomplete {
 			r.log.Warn("kwal: dropping an incomplete entry: its writer went on to another entry of the region before writing all of it", "topic", d.topic,
 				"region", st.Drop.Region, "first_offset", st.Drop.First, "last_offset", st.Drop.Last)
@@ -310,7 +310,7 @@ func (d *decoder) handle(ctx context.Context, rec *kgo.Record, uncharged bool) (
 		if !d.skipCorrupt() {
 			return p.Region, carriesEntry, &logstore.CorruptError{Namespace: d.topic, Offset: rec.Offset, Err: err}
 		}
-		r.metrics.skipped.WithLabelValues("corrupt").Inc()
+		r.metrics.skipped.WithLabelValues(d.topic, "corrupt").Inc()
 		r.log.Warn("kwal: skipping an entry that fails its checksum", "topic", d.topic, "offset", rec.Offset, "err", err)
 		return p.Region, carriesEntry, nil
 	}
@@ -396,14 +396,14 @@ func (d *decoder) fence(off int64, entry bool) {
 	d.fenced.to = off + 1
 	if entry {
 		d.stats.Fenced++
-		d.reads.metrics.fenced.Inc()
+		d.reads.metrics.fenced.WithLabelValues(d.topic).Inc()
 	}
 }
 
 // flushMetrics adds the pass's per-record counts to the metrics.
 func (d *decoder) flushMetrics() {
-	d.reads.metrics.skipped.WithLabelValues("other_region").Add(float64(d.otherRegion))
-	d.reads.metrics.skipped.WithLabelValues("before_start").Add(float64(d.beforeStart))
+	d.reads.metrics.skipped.WithLabelValues(d.topic, "other_region").Add(float64(d.otherRegion))
+	d.reads.metrics.skipped.WithLabelValues(d.topic, "before_start").Add(float64(d.beforeStart))
 	if d.fenced.to > 0 {
 		d.reads.log.Warn("kwal: read skipped entries an older owner wrote after a newer owner's claim (fenced)", "topic", d.topic,
 			"entries", d.stats.Fenced, "first_offset", d.fenced.from, "last_offset", d.fenced.to-1)

@@ -283,6 +283,6 @@ func (r *Reads) lostTail(topic string, from map[uint64]int64, end, w int64, st *
 // skipMissing counts and logs n missing offsets within [from, to), skipped
 // under SkipCorrupt.
 func (r *Reads) skipMissing(topic string, n, from, to int64, why string) {
-	r.metrics.skipped.WithLabelValues("missing").Add(float64(n))
+	r.metrics.skipped.WithLabelValues(topic, "missing").Add(float64(n))
 	r.log.Warn("kwal: offsets missing from the log; their entries are lost", "topic", topic, "from", from, "to", to, "why", why)
 }
