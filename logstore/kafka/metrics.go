@@ -2,11 +2,11 @@ package kafka
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kwal/kwal/internal/kwalerr"
 	"github.com/kwal/kwal/logstore/kafka/internal/replay"
 	"github.com/kwal/kwal/logstore/kafka/worker"
 )
@@ -223,9 +223,9 @@ const sharedRegistryHint = `several stores on one registry must each get prometh
 func registerError(c prometheus.Collector, err error) error {
 	name := metricName(c)
 	if _, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		return fmt.Errorf("kwal: metric %s is already registered on Config.Registerer: %s (%w)", name, sharedRegistryHint, err)
+		return kwalerr.Errorf("kwal: metric %s is already registered on Config.Registerer: %s (%w)", name, sharedRegistryHint, err)
 	}
-	return fmt.Errorf("kwal: Config.Registerer refused metric %s: %s: %w", name, sharedRegistryHint, err)
+	return kwalerr.Errorf("kwal: Config.Registerer refused metric %s: %s: %w", name, sharedRegistryHint, err)
 }
 
 // metricName is the name of the first metric c describes.
