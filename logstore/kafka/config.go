@@ -163,7 +163,7 @@ type Config struct {
 	// "zstd". On a datanode's rows "lz4" cuts the bytes the broker stores
 	// and replicates by more than half and appends faster where the network
 	// limits appends, for about twice the client CPU per MB
-	// (docs/benchmarks.md, "Compression on a datanode's payload"); "snappy"
+	// (docs/benchmarks.md, "Compression"); "snappy"
 	// stores a little more for a little less CPU; "none" suits entries that
 	// do not compress (already compressed or encrypted). Reads count a
 	// compressed batch at its decompressed size (ReadMemoryBound holds).

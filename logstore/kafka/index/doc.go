@@ -52,7 +52,7 @@
 // C rising), which this layout does cheaply, and in less memory than
 // roaring64 bitmaps with run optimisation or a plain slice of spans, both
 // for interleaved single records and for runs (BenchmarkRegionSetMemory;
-// docs/benchmarks.md, "The index"). Plan seeks a region's first run at or
+// docs/benchmarks.md, "The write path, the codec, the index, pruning"). Plan seeks a region's first run at or
 // after from with a binary search over its chunks, so a plan costs the runs
 // it returns, and a region without runs costs one map lookup: opening
 // thousands of idle regions is cheap.
@@ -221,7 +221,7 @@
 // marks (each region's latest Obsolete mark), keeps a log that grows
 // without bound: a region that stops writing (dropped table, moved away)
 // pins everything after its last flush. Prune marks it is (the space each
-// keeps: BenchmarkPruneSpaceKept; docs/benchmarks.md, "Pruning").
+// keeps: BenchmarkPruneSpaceKept; docs/benchmarks.md, "The write path, the codec, the index, pruning").
 //
 // Retention past every prune point deletes what no mark speaks for. The
 // index is then the witness (HadNone, deleted.go): where it accounted for

@@ -15,8 +15,7 @@ import (
 // already overlaps the round trips of many ranges and reads dense
 // stretches through by itself, so that rarely pays: wider gaps saved no
 // time where measured and can fetch several times the region's bytes
-// (BenchmarkMergeGap; docs/benchmarks.md, "The index" and "Tried and
-// dropped").
+// (BenchmarkMergeGap; docs/benchmarks.md, "Tried and dropped").
 const DefaultMergeGap = 8
 
 // Options configures a Collector. The zero value is valid: memory only, the

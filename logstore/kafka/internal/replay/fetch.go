@@ -544,7 +544,7 @@ func (f *fetcher) join(j joinReq, accept func() bool) bool {
 // ranges, as a share of them. Reading gaps through saves round trips, and
 // a replay of many regions gains from it (their gaps are small and many);
 // a replay of one region would otherwise read most of a small topic while
-// the priors still price its gaps (docs/benchmarks.md, "Read path A/B").
+// the priors still price its gaps (docs/benchmarks.md, "Recovery after a restart").
 const gapShare = 0.5
 
 // spanOffsets is the number of offsets the ranges cover.

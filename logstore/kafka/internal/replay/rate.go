@@ -88,7 +88,7 @@ func (e *estimate) learn(took time.Duration, n int, offsets, wire, mem int64) {
 // and the rate a broker streams from its page cache. A pass of few regions
 // may never fetch enough at once to measure the rate, and without a rate it
 // would read every range alone, a round trip each (docs/benchmarks.md,
-// "Read path A/B").
+// "Recovery after a restart").
 func (e *estimate) gapWorth() int64 {
 	if e.perOff <= 0 {
 		return 0
