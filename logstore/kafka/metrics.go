@@ -104,10 +104,10 @@ func newMetrics() *metrics {
 			Name: "kwal_prune_pinned_bytes", Help: "Estimated log bytes that the region holding the prune point back pins (what Prune could delete once it declares its entries obsolete), per namespace, as of the last Prune.",
 		}, []string{"namespace"}),
 		retentionSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kwal_topic_retention_seconds", Help: "The namespace topic's retention.ms, in seconds, as checked when the store first used it: -1 deletes nothing by age; any other value lets the broker delete entries regions still need.",
+			Name: "kwal_topic_retention_seconds", Help: "The namespace topic's retention.ms, in seconds, as checked when the store first used it and at every Prune (and dry run): -1 deletes nothing by age; any other value lets the broker delete entries regions still need.",
 		}, []string{"namespace"}),
 		retentionBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kwal_topic_retention_bytes", Help: "The namespace topic's retention.bytes as checked when the store first used it: -1 deletes nothing by size; any other value lets the broker delete entries regions still need.",
+			Name: "kwal_topic_retention_bytes", Help: "The namespace topic's retention.bytes as checked when the store first used it and at every Prune (and dry run): -1 deletes nothing by size; any other value lets the broker delete entries regions still need.",
 		}, []string{"namespace"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kwal_claims_total", Help: "Claim calls of this store, by outcome (ok, lost: another claim came first or overtook it, error).",

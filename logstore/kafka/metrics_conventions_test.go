@@ -13,6 +13,8 @@ import (
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -147,4 +149,25 @@ func TestTopicRetentionIsExportedInSeconds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(86400000), r.Ms)
 	require.False(t, errors.Is(err, kafka.ErrUnknownNamespace))
+
+	// An operator changes the retention after the store's first use: the
+	// next Prune (here a dry run) exports the new one.
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer adm.Close()
+	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: ptr("3600000")}, {Name: "retention.bytes", Value: ptr("1073741824")}}, ns)
+	require.NoError(t, err)
+	require.NoError(t, resp[0].Err)
+	// A real broker applies an altered config through its metadata log.
+	require.Eventually(t, func() bool {
+		r, err := s.TopicRetention(ctx, ns)
+		require.NoError(t, err)
+		return r.Ms == 3600000 && r.Bytes == 1073741824
+	}, time.Minute, 20*time.Millisecond)
+	_, err = s.PruneWith(ctx, ns, kafka.PruneOptions{DryRun: true})
+	require.NoError(t, err)
+	v, _ = metricSum(t, reg, "kwal_topic_retention_seconds", "namespace", ns)
+	require.Equal(t, 3600.0, v)
+	v, _ = metricSum(t, reg, "kwal_topic_retention_bytes", "namespace", ns)
+	require.Equal(t, 1073741824.0, v)
 }

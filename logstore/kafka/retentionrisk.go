@@ -42,6 +42,9 @@ func (s *LogStore) retentionRisk(ctx context.Context, st *PruneStatus, need, end
 		return
 	}
 	st.Retention = r
+	// The gauges follow a retention an operator changes after first use.
+	s.metrics.retentionSeconds.WithLabelValues(st.Namespace).Set(retentionSeconds(r.Ms))
+	s.metrics.retentionBytes.WithLabelValues(st.Namespace).Set(float64(r.Bytes))
 	if !r.Finite() || need < 0 || need >= end {
 		return
 	}
