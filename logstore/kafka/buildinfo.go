@@ -3,9 +3,9 @@ package kafka
 import (
 	"runtime"
 	"runtime/debug"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/mod/module"
 )
 
 // kwalModule is kwal's module path, looked up in the build information of
@@ -70,16 +70,11 @@ func kwalBuild(bi *debug.BuildInfo, ok bool) (version, revision, goversion strin
 // pseudoRevision returns the commit a pseudo-version names
 // (v0.0.0-20261130120000-0123456789ab), "unknown" for any other version.
 func pseudoRevision(v string) string {
-	v, _, _ = strings.Cut(v, "+")
-	i := strings.LastIndexByte(v, '-')
-	if i < 0 {
+	if !module.IsPseudoVersion(v) {
 		return "unknown"
 	}
-	// Every form of pseudo-version ends in a 14-digit UTC time, a dash
-	// and a 12-digit commit hash.
-	at, rev := v[:i], v[i+1:]
-	if len(rev) != 12 || strings.Trim(rev, "0123456789abcdef") != "" ||
-		len(at) < 15 || strings.Trim(at[len(at)-14:], "0123456789") != "" || !strings.ContainsRune("-.", rune(at[len(at)-15])) {
+	rev, err := module.PseudoVersionRev(v)
+	if err != nil {
 		return "unknown"
 	}
 	return rev
