@@ -167,7 +167,7 @@ func (m *metrics) forget(namespace string) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors, m.refused, m.claimsCheckFailures, m.buildInfo, m.prune)
+	return append(append(append(m.worker.Collectors(), m.reads.Collectors()...), m.appendLatency, m.entriesRead, m.bytesRead, m.prunePinned, m.retentionSeconds, m.retentionBytes, m.obsoleteStale, m.claims, m.claimLatency, m.fencedAppends, m.fencingCheck, m.claimsRecords, m.heldEpochsFileErrors, m.refused, m.claimsCheckFailures, m.buildInfo), m.prune.collectors()...)
 }
 
 // noteRefused counts err in kwal_refused_calls_total when it refuses the
@@ -262,8 +262,7 @@ func (m *metrics) unregister(r prometheus.Registerer) {
 }
 
 // pruneMetrics are the kwal_prune_*, kwal_log_bytes and
-// kwal_retention_headroom_seconds series, per namespace. It is one
-// collector: those series come and go together with a namespace.
+// kwal_retention_headroom_seconds series, per namespace.
 type pruneMetrics struct {
 	runs           *prometheus.CounterVec // namespace, outcome
 	deletedBytes   *prometheus.CounterVec // namespace
@@ -343,19 +342,6 @@ func (m *pruneMetrics) forget(namespace string) {
 		DeletePartialMatch(prometheus.Labels) int
 	}{m.runs, m.deletedBytes, m.deletedRecords, m.lastSuccess, m.logBytes, m.headroom} {
 		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace})
-	}
-}
-
-// Describe and Collect make pruneMetrics one prometheus.Collector.
-func (m *pruneMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.collectors() {
-		c.Describe(ch)
-	}
-}
-
-func (m *pruneMetrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.collectors() {
-		c.Collect(ch)
 	}
 }
 
