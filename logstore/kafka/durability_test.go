@@ -301,10 +301,17 @@ func TestDeleteNamespaceTurnsAppendsAway(t *testing.T) {
 	deleted := make(chan error, 1)
 	go func() { deleted <- s.DeleteNamespace(ctx, topic) }()
 	<-reached
+	// Each refusal reads as one line.
 	_, err = s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: []byte("during")}})
+	require.Equal(t, fmt.Sprintf(`kwal: append to %q: the namespace is being deleted`, topic), oneLine(t, "AppendBatch", err))
 	require.ErrorIs(t, err, kafka.ErrNamespaceDeleting)
 	require.ErrorIs(t, err, kafka.ErrUnknownNamespace)
-	require.ErrorIs(t, s.CreateNamespace(ctx, topic), kafka.ErrNamespaceDeleting)
+	err = s.CreateNamespace(ctx, topic)
+	require.Equal(t, fmt.Sprintf(`kwal: create namespace %q: the namespace is being deleted`, topic), oneLine(t, "CreateNamespace", err))
+	require.ErrorIs(t, err, kafka.ErrNamespaceDeleting)
+	err = s.DeleteNamespace(ctx, topic)
+	require.Equal(t, fmt.Sprintf(`kwal: delete namespace %q: the namespace is being deleted`, topic), oneLine(t, "DeleteNamespace", err))
+	require.ErrorIs(t, err, kafka.ErrNamespaceDeleting)
 	close(release)
 	require.NoError(t, <-deleted)
 

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kwal/kwal/logstore"
 	"github.com/kwal/kwal/logstore/kafka"
@@ -237,45 +235,6 @@ func TestErrorTextsOfRefusedCalls(t *testing.T) {
 	require.Equal(t, fmt.Sprintf(`kwal: append %q region 1: this store released the region (epoch 1): fenced; nothing was written`, ns),
 		oneLine(t, "AppendBatch of a released region", err))
 	require.ErrorIs(t, err, kafka.ErrFenced)
-}
-
-// TestErrorTextsDuringADelete: calls that would write or create a
-// namespace that DeleteNamespace is deleting fail in one line, matching
-// ErrNamespaceDeleting and ErrUnknownNamespace.
-func TestErrorTextsDuringADelete(t *testing.T) {
-	t.Parallel()
-	c := testutil.NewCluster(t) // holds the delete: kfake only
-	s := openStore(t, c.ListenAddrs(), nil)
-	ctx := context.Background()
-	ns := newTopic(t)
-	_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 1, Data: []byte("before")}})
-	require.NoError(t, err)
-	reached, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	c.ControlKey(int16(kmsg.DeleteTopics), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		once.Do(func() {
-			close(reached)
-			c.SleepControl(func() { <-release })
-		})
-		return nil, nil, false
-	})
-	deleted := make(chan error, 1)
-	go func() { deleted <- s.DeleteNamespace(ctx, ns) }()
-	<-reached
-
-	_, err = s.AppendBatch(ctx, []logstore.Entry{{Namespace: ns, Region: 1, Data: []byte("during")}})
-	require.Equal(t, fmt.Sprintf(`kwal: append to %q: the namespace is being deleted`, ns), oneLine(t, "AppendBatch", err))
-	require.ErrorIs(t, err, kafka.ErrNamespaceDeleting)
-	require.ErrorIs(t, err, kafka.ErrUnknownNamespace)
-	err = s.CreateNamespace(ctx, ns)
-	require.Equal(t, fmt.Sprintf(`kwal: create namespace %q: the namespace is being deleted`, ns), oneLine(t, "CreateNamespace", err))
-	require.ErrorIs(t, err, kafka.ErrNamespaceDeleting)
-	err = s.DeleteNamespace(ctx, ns)
-	require.Equal(t, fmt.Sprintf(`kwal: delete namespace %q: the namespace is being deleted`, ns), oneLine(t, "DeleteNamespace", err))
-	require.ErrorIs(t, err, kafka.ErrNamespaceDeleting)
-	close(release)
-	require.NoError(t, <-deleted)
 }
 
 // TestErrorTextsAfterClose: every call on a closed store fails in one
