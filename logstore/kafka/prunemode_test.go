@@ -1,7 +1,9 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -539,4 +541,67 @@ func logStart(t *testing.T, brokers []string, topic string) int64 {
 	o, ok := lo.Lookup(topic, 0)
 	require.True(t, ok)
 	return o.Offset
+}
+
+// TestRetentionHeadroomOfALargeEntry: the oldest needed record is the
+// first part of an entry larger than a batch (and, compressible 100x, of
+// a request), while another region appends (its records may fall between
+// the parts): the one
+// fetch that reads its timestamp gets that part's batch whole, whatever
+// its size, and the headroom is the entry's.
+func TestRetentionHeadroomOfALargeEntry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		data func(n int) []byte
+	}{
+		{"compressible", func(n int) []byte { return bytes.Repeat([]byte("wal row 0123456789 "), n/19+1)[:n] }},
+		{"random", func(n int) []byte { b := make([]byte, n); _, _ = crand.Read(b); return b }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			brokers := testutil.Brokers(t)
+			topic := newTopic(t)
+			createTopicWith(t, brokers, topic, map[string]*string{"retention.ms": ptr("3600000")})
+			s := openStore(t, brokers, nil)
+			ctx := context.Background()
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				r, err := s.TopicRetention(ctx, topic)
+				require.NoError(c, err)
+				assert.Equal(c, int64(3600000), r.Ms)
+			}, 30*time.Second, 20*time.Millisecond)
+
+			written := time.Now().Truncate(time.Millisecond)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { // another writer between the large entry's parts
+				defer wg.Done()
+				for range 20 {
+					_, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 2, Data: []byte("small")}})
+					assert.NoError(t, err)
+				}
+			}()
+			big := tc.data(5 << 20) // 5 parts of a 1 MiB MaxBatchBytes
+			res, err := s.AppendBatch(ctx, []logstore.Entry{{Namespace: topic, Region: 1, Data: big}})
+			require.NoError(t, err)
+			wg.Wait()
+			writtenBy := time.Now()
+			// Region 2 flushed everything: region 1's entry holds the log.
+			latest, err := s.LatestEntryID(ctx, topic)
+			require.NoError(t, err)
+			require.NoError(t, s.Obsolete(ctx, topic, 2, latest))
+
+			pr, err := s.PruneWith(ctx, topic, kafka.PruneOptions{DryRun: true})
+			require.NoError(t, err)
+			require.NoError(t, pr.RetentionErr)
+			require.Equal(t, res.LastEntryIDs[1], pr.PrunePoint, "the large entry is the oldest needed")
+			ts := pr.OldestNeededAt
+			require.False(t, ts.Before(written) || ts.After(writtenBy), "%v is not within [%v, %v]", ts, written, writtenBy)
+			require.Equal(t, "retention.ms", pr.RetentionLimit)
+			require.True(t, pr.RetentionHeadroom > 0 && pr.RetentionHeadroom <= time.Hour, "headroom %v", pr.RetentionHeadroom)
+			got := collect(t, s.Read(ctx, topic, 1, 0))
+			require.Len(t, got, 1)
+			require.True(t, bytes.Equal(big, got[0].Data))
+		})
+	}
 }
