@@ -204,15 +204,7 @@ func TestNamespacesPrune(t *testing.T) {
 	flags := cluster(t)
 	ids := populate(t, flags, "pruned", []logstore.RegionID{1, 2}, 5, 10)
 	// Both regions flushed their first three entries.
-	cfg := kafka.DefaultConfig()
-	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
-	cfg.IndexDir = flagValue(flags, "--index-dir")
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	st, err := kafka.Open(t.Context(), cfg)
-	require.NoError(t, err)
-	require.NoError(t, st.Obsolete(t.Context(), "pruned", 1, ids[1][2]))
-	require.NoError(t, st.Obsolete(t.Context(), "pruned", 2, ids[2][2]))
-	require.NoError(t, st.Close())
+	brokers := markFlushed(t, flags, "pruned", map[logstore.RegionID]logstore.EntryID{1: ids[1][2], 2: ids[2][2]})
 
 	r := kwal(t, nil, append([]string{"namespaces", "prune", "--dry-run", "pruned"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -256,7 +248,7 @@ func TestNamespacesPrune(t *testing.T) {
 	r = kwal(t, nil, append([]string{"dump", "-n", "pruned"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	require.NotContains(t, r.stdout, "UNVOUCHED")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	require.NoError(t, err)
 	defer cl.Close()
 	var os kadm.Offsets
@@ -322,4 +314,22 @@ func TestPruneWithoutLogSize(t *testing.T) {
 	out.Reset()
 	a.printPrune(kafka.PruneResult{PruneStatus: kafka.PruneStatus{Namespace: "ns", FirstID: 1, LatestID: 0, PrunePoint: 1, Reason: "the log is empty"}}, true)
 	require.Contains(t, out.String(), "ns: prune point ID 1, latest ID 0, log 0 B\n")
+}
+
+// markFlushed declares each region's entries up to its ID obsolete, as a
+// datanode does after a flush, through a store on the test's brokers and
+// index dir, and returns the brokers.
+func markFlushed(t *testing.T, flags []string, ns string, upTo map[logstore.RegionID]logstore.EntryID) []string {
+	t.Helper()
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
+	cfg.IndexDir = flagValue(flags, "--index-dir")
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	st, err := kafka.Open(t.Context(), cfg)
+	require.NoError(t, err)
+	for r, id := range upTo {
+		require.NoError(t, st.Obsolete(t.Context(), ns, r, id))
+	}
+	require.NoError(t, st.Close())
+	return cfg.Brokers
 }

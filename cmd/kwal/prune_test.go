@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kwal/kwal/logstore"
-	"github.com/kwal/kwal/logstore/kafka"
 )
 
 // TestNamespacesPruneRetention: `namespaces prune --dry-run` prints the
@@ -25,16 +22,8 @@ func TestNamespacesPruneRetention(t *testing.T) {
 	flags := cluster(t)
 	ids := populate(t, flags, "held", []logstore.RegionID{1, 2}, 5, 10)
 	populate(t, flags, "kept", []logstore.RegionID{1}, 2, 10)
-	cfg := kafka.DefaultConfig()
-	cfg.Brokers = strings.Split(flagValue(flags, "--brokers"), ",")
-	cfg.IndexDir = flagValue(flags, "--index-dir")
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	st, err := kafka.Open(t.Context(), cfg)
-	require.NoError(t, err)
-	require.NoError(t, st.Obsolete(t.Context(), "held", 1, ids[1][2]))
-	require.NoError(t, st.Obsolete(t.Context(), "held", 2, ids[2][2]))
-	require.NoError(t, st.Close())
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	brokers := markFlushed(t, flags, "held", map[logstore.RegionID]logstore.EntryID{1: ids[1][2], 2: ids[2][2]})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	require.NoError(t, err)
 	defer cl.Close()
 	hour := "3600000"
